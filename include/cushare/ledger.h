@@ -1,0 +1,173 @@
+/*
+ * cushare ledger ABI, layout version 1.
+ *
+ * The ledger is the file named by CUDA_DEVICE_MEMORY_SHARED_CACHE. Every
+ * process of one tenant maps it MAP_SHARED; monitors in other languages map
+ * it read-only. This header is the whole contract: byte offsets are pinned by
+ * static assertions below and by tests/ledger/test_abi.c (with the golden
+ * header bytes in tests/ledger/golden_header_v1.hex), and any change to them
+ * must bump CS_LEDGER_VERSION (see docs/ledger.md).
+ *
+ * File layout:
+ *   [0, CS_LEDGER_HEADER_SIZE)                        struct cs_ledger_header
+ *   [header_size + i * slot_size, ... + slot_size)    struct cs_ledger_slot i
+ *   byte CS_LEDGER_LOCK_BASE + i                      OFD lock byte of slot i
+ *                                                     (beyond EOF; never read)
+ *
+ * All multi-byte fields are native-endian (the ledger never leaves the host).
+ * Fields marked "atomic" are only touched with C11/GCC atomic operations;
+ * readers in other languages must use their atomic 64-bit loads.
+ *
+ * Ownership rules:
+ *   - The header's identity fields (magic .. sm_limit) are written once by
+ *     the creator into a private temporary file that is then linked into
+ *     place, so every process that can open the path sees them complete.
+ *   - used[] is the per-device aggregate of every live slot's bytes: the O(1)
+ *     admission counter. Writers: any process, by compare-and-swap only.
+ *   - A slot belongs to the process holding the OFD write lock on its lock
+ *     byte. Only the holder writes the slot (plus monitors writing the
+ *     control word run_request). A slot whose lock can be taken while its
+ *     state is not FREE belongs to a dead process; whoever takes the lock
+ *     reaps it (returns its bytes to used[]) before doing anything else, so
+ *     reaping happens exactly once.
+ */
+#ifndef CUSHARE_LEDGER_H
+#define CUSHARE_LEDGER_H
+
+#include <stdint.h>
+
+#define CS_LEDGER_MAGIC "CUSHLDG1"        /* 8 bytes, no terminator stored */
+#define CS_LEDGER_VERSION 1u
+#define CS_MAX_DEVICES 16
+#define CS_LEDGER_SLOTS 1024
+#define CS_LEDGER_HEADER_SIZE 4096u
+#define CS_LEDGER_LOCK_BASE (1ull << 40)  /* lock bytes live far beyond EOF */
+
+/* Categories of device memory charged to a slot (docs/accounting.md). */
+#define CS_MEM_CATEGORIES(X)                                                  \
+    X(CONTEXT, "context")   /* context and module overhead               */ \
+    X(DATA, "data")         /* cuMemAlloc, pitched                        */ \
+    X(MANAGED, "managed")   /* cuMemAllocManaged                          */ \
+    X(ARRAY, "array")       /* arrays, mipmapped arrays                   */ \
+    X(POOL, "pool")         /* stream-ordered pools: reserved growth      */ \
+    X(VMM, "vmm")           /* cuMemCreate physical handles               */ \
+    X(IMPORT, "import")     /* shareable-handle imports, IPC opens        */ \
+    X(EXTERNAL, "external") /* cuImportExternalMemory                     */ \
+    X(GRAPH, "graph")       /* graph memory nodes                         */
+
+enum cs_mem_category {
+#define CS_X_ENUM(id, name) CS_MEM_##id,
+    CS_MEM_CATEGORIES(CS_X_ENUM)
+#undef CS_X_ENUM
+    CS_MEM_NCATEGORIES
+};
+#define CS_MEM_CATEGORY_SLOTS 12 /* ABI room; >= CS_MEM_NCATEGORIES */
+
+enum cs_slot_state {
+    CS_SLOT_FREE = 0,
+    CS_SLOT_LIVE = 1,
+};
+
+/* How the process learnt the PID that NVML reports for it. */
+#define CS_IDENTITY_TIERS(X)                                   \
+    X(UNKNOWN, "unknown")                                       \
+    X(NVML_NS, "nvml-namespace") /* NVML reports our own pid */ \
+    X(BROKER, "broker")                                         \
+    X(PROCFS, "procfs")                                         \
+    X(PROBE, "probe")                                           \
+    X(FAILED, "failed")
+
+enum cs_identity_tier {
+#define CS_X_ENUM(id, name) CS_IDENTITY_##id,
+    CS_IDENTITY_TIERS(CS_X_ENUM)
+#undef CS_X_ENUM
+    CS_IDENTITY_NTIERS
+};
+
+/* run_request values: written by `cushare suspend/resume`, read by tenants. */
+enum cs_run_request {
+    CS_RUN = 0,
+    CS_SUSPEND = 1,
+};
+
+enum cs_policy {
+    CS_POLICY_DEFAULT = 0,
+    CS_POLICY_FORCE = 1,
+    CS_POLICY_DISABLE = 2,
+};
+
+struct cs_ledger_header {
+    char magic[8];              /*   0 CS_LEDGER_MAGIC                       */
+    uint32_t version;           /*   8 CS_LEDGER_VERSION                     */
+    uint32_t header_size;       /*  12 CS_LEDGER_HEADER_SIZE                 */
+    uint32_t slot_size;         /*  16 sizeof(struct cs_ledger_slot)         */
+    uint32_t slot_count;        /*  20 CS_LEDGER_SLOTS                       */
+    uint32_t device_count;      /*  24 1 + highest device with its own setting */
+    uint32_t policy;            /*  28 enum cs_policy                        */
+    int32_t priority;           /*  32 CUDA_TASK_PRIORITY                    */
+    uint32_t flags;             /*  36 reserved, 0                           */
+    uint64_t created_ns;        /*  40 CLOCK_REALTIME of creation            */
+    int32_t creator_pid;        /*  48 getpid() of the creator               */
+    uint32_t reserved0;         /*  52                                       */
+    uint64_t limit[CS_MAX_DEVICES];    /*  56 bytes, 0 = no limit            */
+    uint32_t sm_limit[CS_MAX_DEVICES]; /* 184 percent 1..100, 0 = none       */
+    uint8_t reserved1[256 - 248];      /* 248                                */
+    /* 256: filled once after cuInit by the first process that knows it.  */
+    uint8_t uuid[CS_MAX_DEVICES][16];  /* 256 driver UUID per device index  */
+    uint32_t uuid_state[CS_MAX_DEVICES]; /* 512 atomic: 0 none, 1 writing, 2 set */
+    uint64_t physical_total[CS_MAX_DEVICES]; /* 576 atomic: driver's total */
+    uint8_t reserved2[1024 - 704];     /* 704                                */
+    /* 1024: hot counters, each on its own 64-byte line.                    */
+    struct {
+        uint64_t used;          /* atomic: bytes charged on this device      */
+        uint64_t peak;          /* atomic: highest value used ever had       */
+        uint64_t busy_tenants;  /* atomic: slots with recent kernel activity */
+        uint64_t reserved[5];
+    } dev[CS_MAX_DEVICES];      /* 1024 .. 2048                              */
+    uint64_t claim_hint;        /* 2048 atomic: rotates first slot probed    */
+    uint64_t reaped;            /* 2056 atomic: dead slots reaped            */
+    uint64_t live;              /* 2064 atomic: slots currently LIVE         */
+    uint8_t reserved3[CS_LEDGER_HEADER_SIZE - 2072];
+};
+
+struct cs_ledger_slot {
+    uint32_t state;             /*   0 atomic enum cs_slot_state             */
+    int32_t pid;                /*   4 getpid() of the owner                 */
+    int32_t host_pid;           /*   8 atomic: pid as NVML sees it, 0 unknown */
+    uint32_t identity_tier;     /*  12 atomic enum cs_identity_tier          */
+    uint32_t identity_reason;   /*  16 atomic: errno-style reason of fallback */
+    uint32_t lock_waits;        /*  20 atomic: post-init lock waits          */
+    uint32_t run_request;       /*  24 atomic enum cs_run_request (monitors) */
+    uint32_t run_state;         /*  28 atomic: 1 while parked by suspend     */
+    uint64_t start_ns;          /*  32 CLOCK_REALTIME when claimed           */
+    uint64_t pidns_ino;         /*  40 inode of /proc/self/ns/pid            */
+    uint64_t generation;        /*  48 atomic: bumps at every claim          */
+    uint64_t reserved0;         /*  56                                       */
+    uint64_t bytes[CS_MAX_DEVICES][CS_MEM_CATEGORY_SLOTS]; /* 64 atomic      */
+    uint64_t gpu_ns[CS_MAX_DEVICES];     /* 1600 atomic: measured GPU time    */
+    uint64_t last_launch_ns[CS_MAX_DEVICES]; /* 1728 atomic CLOCK_MONOTONIC   */
+    uint8_t reserved1[2048 - 1856];
+};
+
+#if defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
+#include <stddef.h>
+_Static_assert(sizeof(struct cs_ledger_header) == CS_LEDGER_HEADER_SIZE,
+               "ledger header size is ABI");
+_Static_assert(offsetof(struct cs_ledger_header, limit) == 56, "ABI");
+_Static_assert(offsetof(struct cs_ledger_header, sm_limit) == 184, "ABI");
+_Static_assert(offsetof(struct cs_ledger_header, uuid) == 256, "ABI");
+_Static_assert(offsetof(struct cs_ledger_header, uuid_state) == 512, "ABI");
+_Static_assert(offsetof(struct cs_ledger_header, physical_total) == 576, "ABI");
+_Static_assert(offsetof(struct cs_ledger_header, dev) == 1024, "ABI");
+_Static_assert(offsetof(struct cs_ledger_header, claim_hint) == 2048, "ABI");
+_Static_assert(sizeof(struct cs_ledger_slot) == 2048, "ledger slot size is ABI");
+_Static_assert(offsetof(struct cs_ledger_slot, bytes) == 64, "ABI");
+_Static_assert(offsetof(struct cs_ledger_slot, gpu_ns) == 1600, "ABI");
+_Static_assert(offsetof(struct cs_ledger_slot, last_launch_ns) == 1728, "ABI");
+_Static_assert(CS_MEM_NCATEGORIES <= CS_MEM_CATEGORY_SLOTS, "ABI room");
+#endif
+
+#define CS_LEDGER_FILE_SIZE \
+    ((uint64_t)CS_LEDGER_HEADER_SIZE + (uint64_t)CS_LEDGER_SLOTS * 2048u)
+
+#endif

@@ -1,0 +1,346 @@
+#define _GNU_SOURCE
+#include "cli/status_model.h"
+#include "core/uuid.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli/cli.h"
+
+#define MIB (1024.0 * 1024.0)
+#define LD(p) __atomic_load_n((p), __ATOMIC_RELAXED)
+
+int cs_status_open(const char *cmd, const char *arg, struct cs_ledger *l)
+{
+    const char *path = arg;
+    if (!path || !*path)
+        path = getenv("CUDA_DEVICE_MEMORY_SHARED_CACHE");
+    if (!path || !*path)
+        return cs_cli_usage_error(cmd, "no ledger: pass LEDGER or set "
+                                       "CUDA_DEVICE_MEMORY_SHARED_CACHE");
+    return cs__ledger_open(path, NULL, true, l) == 0 ? CS_EXIT_OK : CS_EXIT_FAIL;
+}
+
+
+/* Devices worth a row: those the creator configured (device_count), those
+ * a process has seen (UUID recorded) and any with a charge. A limit for
+ * "all devices" alone does not make 16 rows. */
+static bool device_shown(const struct cs_ledger_header *h, int d)
+{
+    return (uint64_t)d < LD(&h->device_count) ||
+           __atomic_load_n(&h->uuid_state[d], __ATOMIC_ACQUIRE) == 2 || LD(&h->dev[d].used) ||
+           LD(&h->dev[d].peak);
+}
+
+/* Copies a LIVE slot; false if it is not LIVE or keeps changing owner. */
+static bool read_slot(const struct cs_ledger *l, int i, struct cs_status_process *p)
+{
+    const struct cs_ledger_slot *s = cs__ledger_slot(l, i);
+    for (int attempt = 0; attempt < 4; attempt++) {
+        if (__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) != CS_SLOT_LIVE)
+            return false;
+        uint64_t gen = __atomic_load_n(&s->generation, __ATOMIC_ACQUIRE);
+        memset(p, 0, sizeof *p);
+        p->slot = i;
+        p->pid = LD(&s->pid);
+        p->host_pid = LD(&s->host_pid);
+        p->identity = LD(&s->identity_tier);
+        p->suspended = LD(&s->run_state) == 1;
+        p->start_ns = LD(&s->start_ns);
+        for (int d = 0; d < CS_MAX_DEVICES; d++) {
+            for (int c = 0; c < CS_MEM_NCATEGORIES; c++)
+                p->bytes[d][c] = LD(&s->bytes[d][c]);
+            p->gpu_ns[d] = LD(&s->gpu_ns[d]);
+        }
+        p->alive = cs__ledger_slot_alive(l, i);
+        if (__atomic_load_n(&s->generation, __ATOMIC_ACQUIRE) == gen &&
+            __atomic_load_n(&s->state, __ATOMIC_ACQUIRE) == CS_SLOT_LIVE)
+            return true;
+    }
+    return false;
+}
+
+void cs_status_snapshot(const struct cs_ledger *l, struct cs_status *st)
+{
+    const struct cs_ledger_header *h = l->hdr;
+    st->path = l->path;
+    st->version = h->version;
+    st->policy = h->policy;
+    st->priority = h->priority;
+    st->creator_pid = h->creator_pid;
+    st->created_ns = h->created_ns;
+    st->live = LD(&h->live);
+    st->reaped = LD(&h->reaped);
+    st->ndev = 0;
+    for (int d = 0; d < CS_MAX_DEVICES; d++) {
+        if (!device_shown(h, d))
+            continue;
+        struct cs_status_device *v = &st->dev[st->ndev++];
+        memset(v, 0, sizeof *v);
+        v->index = d;
+        if (__atomic_load_n(&h->uuid_state[d], __ATOMIC_ACQUIRE) == 2)
+            cs__format_uuid(h->uuid[d], v->uuid);
+        v->limit = LD(&h->limit[d]);
+        v->used = LD(&h->dev[d].used);
+        v->peak = LD(&h->dev[d].peak);
+        v->physical_total = LD(&h->physical_total[d]);
+        v->sm_limit = LD(&h->sm_limit[d]);
+    }
+    st->nproc = 0;
+    for (int i = 0; i < CS_LEDGER_SLOTS; i++)
+        if (read_slot(l, i, &st->proc[st->nproc]))
+            st->nproc++;
+}
+
+uint64_t cs_status_process_total(const struct cs_status_process *p, int dev)
+{
+    uint64_t t = 0;
+    for (int c = 0; c < CS_MEM_NCATEGORIES; c++)
+        t += p->bytes[dev][c];
+    return t;
+}
+
+static const char *policy_name(uint32_t p)
+{
+    switch (p) {
+    case CS_POLICY_DEFAULT: return "default";
+    case CS_POLICY_FORCE: return "force";
+    case CS_POLICY_DISABLE: return "disable";
+    default: return "?";
+    }
+}
+
+static uint64_t dev_free(const struct cs_status_device *d)
+{
+    return d->used >= d->limit ? 0 : d->limit - d->used;
+}
+
+static void format_time(uint64_t ns, char *out, size_t n)
+{
+    time_t t = (time_t)(ns / 1000000000u);
+    struct tm tm;
+    if (!ns || !localtime_r(&t, &tm) || !strftime(out, n, "%Y-%m-%d %H:%M:%S", &tm))
+        snprintf(out, n, "-");
+}
+
+static void mib_or_dash(char *out, size_t n, bool have, uint64_t bytes)
+{
+    if (have)
+        snprintf(out, n, "%.1f", (double)bytes / MIB);
+    else
+        snprintf(out, n, "-");
+}
+
+void cs_status_print_human(FILE *out, const struct cs_status *st)
+{
+    char created[32];
+    format_time(st->created_ns, created, sizeof created);
+    fprintf(out, "ledger %s (layout v%" PRIu32 ", policy %s, priority %" PRId32 ")\n", st->path,
+            st->version, policy_name(st->policy), st->priority);
+    int dead = 0;
+    for (int i = 0; i < st->nproc; i++)
+        dead += !st->proc[i].alive;
+    fprintf(out, "created %s by pid %" PRId32 "; %d processes (%d dead, not yet reaped); "
+            "%" PRIu64 " reaped so far\n\n", created, st->creator_pid, st->nproc, dead,
+            st->reaped);
+
+    fprintf(out, "%3s  %-40s %11s %11s %11s %11s %4s\n", "DEV", "UUID", "LIMIT MiB",
+            "USED MiB", "FREE MiB", "PEAK MiB", "SM%");
+    for (int i = 0; i < st->ndev; i++) {
+        const struct cs_status_device *d = &st->dev[i];
+        char lim[24], used[24], fr[24], peak[24], sm[16];
+        mib_or_dash(lim, sizeof lim, d->limit != 0, d->limit);
+        mib_or_dash(used, sizeof used, true, d->used);
+        mib_or_dash(fr, sizeof fr, d->limit != 0, dev_free(d));
+        mib_or_dash(peak, sizeof peak, true, d->peak);
+        if (d->sm_limit)
+            snprintf(sm, sizeof sm, "%" PRIu32, d->sm_limit);
+        else
+            snprintf(sm, sizeof sm, "-");
+        fprintf(out, "%3d  %-40s %11s %11s %11s %11s %4s\n", d->index, d->uuid[0] ? d->uuid : "-",
+                lim, used, fr, peak, sm);
+    }
+    fprintf(out, "\n");
+    if (!st->nproc) {
+        fprintf(out, "no processes\n");
+        return;
+    }
+    fprintf(out, "%5s %8s %8s %-5s %-15s %3s %11s %9s %-4s %s\n", "SLOT", "PID", "HOST_PID",
+            "STATE", "IDENTITY", "DEV", "TOTAL MiB", "GPU s", "SUSP", "BY CATEGORY (MiB)");
+    for (int i = 0; i < st->nproc; i++) {
+        const struct cs_status_process *p = &st->proc[i];
+        char hp[16];
+        if (p->host_pid)
+            snprintf(hp, sizeof hp, "%" PRId32, p->host_pid);
+        else
+            snprintf(hp, sizeof hp, "-");
+        int rows = 0;
+        for (int d = 0; d < CS_MAX_DEVICES; d++) {
+            uint64_t total = cs_status_process_total(p, d);
+            if (!total && !p->gpu_ns[d])
+                continue;
+            if (rows++ == 0)
+                fprintf(out, "%5d %8" PRId32 " %8s %-5s %-15s", p->slot, p->pid, hp,
+                        p->alive ? "live" : "dead", cs__ledger_identity_name(p->identity));
+            else
+                fprintf(out, "%5s %8s %8s %-5s %-15s", "", "", "", "", "");
+            fprintf(out, " %3d %11.1f %9.3f %-4s ", d, (double)total / MIB,
+                    (double)p->gpu_ns[d] * 1e-9, p->suspended ? "yes" : "no");
+            const char *sep = "";
+            for (int c = 0; c < CS_MEM_NCATEGORIES; c++)
+                if (p->bytes[d][c]) {
+                    fprintf(out, "%s%s=%.1f", sep, cs__ledger_category_name(c),
+                            (double)p->bytes[d][c] / MIB);
+                    sep = " ";
+                }
+            fprintf(out, "\n");
+        }
+        if (!rows)
+            fprintf(out, "%5d %8" PRId32 " %8s %-5s %-15s %3s %11.1f %9.3f %-4s -\n", p->slot,
+                    p->pid, hp, p->alive ? "live" : "dead",
+                    cs__ledger_identity_name(p->identity), "-", 0.0, 0.0,
+                    p->suspended ? "yes" : "no");
+    }
+}
+
+static void json_string(FILE *out, const char *s)
+{
+    fputc('"', out);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(out, "\\%c", c);
+        else if (c < 0x20)
+            fprintf(out, "\\u%04x", c);
+        else
+            fputc(c, out);
+    }
+    fputc('"', out);
+}
+
+void cs_status_print_json(FILE *out, const struct cs_status *st)
+{
+    fprintf(out, "{\"ledger\":");
+    json_string(out, st->path);
+    fprintf(out, ",\"version\":%" PRIu32 ",\"policy\":\"%s\",\"priority\":%" PRId32
+                 ",\"created_ns\":%" PRIu64 ",\"creator_pid\":%" PRId32 ",\"live\":%" PRIu64
+                 ",\"reaped\":%" PRIu64 ",\"devices\":[",
+            st->version, policy_name(st->policy), st->priority, st->created_ns,
+            st->creator_pid, st->live, st->reaped);
+    for (int i = 0; i < st->ndev; i++) {
+        const struct cs_status_device *d = &st->dev[i];
+        fprintf(out, "%s{\"index\":%d,\"uuid\":", i ? "," : "", d->index);
+        if (d->uuid[0])
+            json_string(out, d->uuid);
+        else
+            fprintf(out, "null");
+        fprintf(out, ",\"limit\":%" PRIu64 ",\"used\":%" PRIu64 ",\"free\":", d->limit,
+                d->used);
+        if (d->limit)
+            fprintf(out, "%" PRIu64, dev_free(d));
+        else
+            fprintf(out, "null");
+        fprintf(out, ",\"peak\":%" PRIu64 ",\"physical_total\":%" PRIu64
+                     ",\"sm_limit\":%" PRIu32 "}",
+                d->peak, d->physical_total, d->sm_limit);
+    }
+    fprintf(out, "],\"processes\":[");
+    for (int i = 0; i < st->nproc; i++) {
+        const struct cs_status_process *p = &st->proc[i];
+        fprintf(out, "%s{\"slot\":%d,\"pid\":%" PRId32 ",\"host_pid\":%" PRId32
+                     ",\"state\":\"%s\",\"identity\":\"%s\",\"suspended\":%s,"
+                     "\"start_ns\":%" PRIu64 ",\"bytes\":{",
+                i ? "," : "", p->slot, p->pid, p->host_pid, p->alive ? "live" : "dead",
+                cs__ledger_identity_name(p->identity), p->suspended ? "true" : "false",
+                p->start_ns);
+        for (int k = 0; k < st->ndev; k++) {
+            int d = st->dev[k].index;
+            fprintf(out, "%s\"dev%d\":{", k ? "," : "", d);
+            for (int c = 0; c < CS_MEM_NCATEGORIES; c++)
+                fprintf(out, "%s\"%s\":%" PRIu64, c ? "," : "", cs__ledger_category_name(c),
+                        p->bytes[d][c]);
+            fprintf(out, "}");
+        }
+        fprintf(out, "},\"gpu_ns\":{");
+        for (int k = 0; k < st->ndev; k++)
+            fprintf(out, "%s\"dev%d\":%" PRIu64, k ? "," : "", st->dev[k].index,
+                    p->gpu_ns[st->dev[k].index]);
+        fprintf(out, "}}");
+    }
+    fprintf(out, "]}\n");
+}
+
+/* "[#####.....]" of `w` cells inside the brackets. */
+static void bar(FILE *out, double frac, int w)
+{
+    if (frac < 0)
+        frac = 0;
+    if (frac > 1)
+        frac = 1;
+    int full = (int)(frac * w + 0.5);
+    fputc('[', out);
+    for (int i = 0; i < w; i++)
+        fputc(i < full ? '#' : '.', out);
+    fputc(']', out);
+}
+
+void cs_status_print_top(FILE *out, const struct cs_status *st, int width)
+{
+    char now[32];
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    format_time((uint64_t)ts.tv_sec * 1000000000u, now, sizeof now);
+    fprintf(out, "cushare top  %s  %s  (q quits)\n", st->path, now);
+    fprintf(out, "policy %s, %d processes, %" PRIu64 " reaped so far\n\n",
+            policy_name(st->policy), st->nproc, st->reaped);
+    int bw = width - 48;
+    if (bw < 10)
+        bw = 10;
+    if (bw > 60)
+        bw = 60;
+    for (int i = 0; i < st->ndev; i++) {
+        const struct cs_status_device *d = &st->dev[i];
+        /* Bars are relative to the budget, else the device, else use. */
+        uint64_t scale = d->limit ? d->limit : d->physical_total;
+        fprintf(out, "GPU %-2d ", d->index);
+        if (scale)
+            bar(out, (double)d->used / (double)scale, bw);
+        else
+            fprintf(out, "[%-*s]", bw, " no limit");
+        /* Without a budget or a known size, processes show their share. */
+        if (!scale)
+            scale = d->used;
+        fprintf(out, " %9.1f / ", (double)d->used / MIB);
+        if (d->limit)
+            fprintf(out, "%.1f MiB", (double)d->limit / MIB);
+        else
+            fprintf(out, "- MiB");
+        if (d->sm_limit)
+            fprintf(out, "  sm %" PRIu32 "%%", d->sm_limit);
+        fprintf(out, "\n");
+        if (d->uuid[0])
+            fprintf(out, "       %s\n", d->uuid);
+        for (int k = 0; k < st->nproc; k++) {
+            const struct cs_status_process *p = &st->proc[k];
+            uint64_t t = cs_status_process_total(p, d->index);
+            if (!t && !p->gpu_ns[d->index])
+                continue;
+            fprintf(out, "  %5" PRId32 " ", p->pid);
+            bar(out, scale ? (double)t / (double)scale : 0, bw - 2);
+            fprintf(out, " %9.1f MiB  slot %d %s%s\n", (double)t / MIB, p->slot,
+                    p->alive ? "live" : "dead", p->suspended ? " suspended" : "");
+        }
+        fprintf(out, "\n");
+    }
+    int idle = 0;
+    for (int k = 0; k < st->nproc; k++) {
+        bool any = false;
+        for (int d = 0; d < CS_MAX_DEVICES && !any; d++)
+            any = cs_status_process_total(&st->proc[k], d) || st->proc[k].gpu_ns[d];
+        idle += !any;
+    }
+    if (idle)
+        fprintf(out, "%d process%s holding no device memory\n", idle, idle == 1 ? "" : "es");
+}

@@ -1,0 +1,62 @@
+/*
+ * A consistent snapshot of a ledger for `cushare status` and `cushare top`:
+ * which devices to show, every LIVE slot with its liveness (lock held) and
+ * its charges, and the renderers (human table, JSON, top frame). Reading
+ * never writes to the ledger: it is opened read-only, never created,
+ * never claimed.
+ */
+#ifndef CS_CLI_STATUS_MODEL_H
+#define CS_CLI_STATUS_MODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "ledger/ledger.h"
+
+struct cs_status_device {
+    int index;
+    char uuid[48];              /* "GPU-xxxxxxxx-...", "" when not yet known */
+    uint64_t limit;             /* bytes, 0 = no limit */
+    uint64_t used, peak, physical_total;
+    uint32_t sm_limit;          /* percent, 0 = none */
+};
+
+struct cs_status_process {
+    int slot;
+    int32_t pid, host_pid;
+    bool alive;                 /* false: LIVE but its lock is free (not yet reaped) */
+    bool suspended;             /* parked by `cushare suspend` */
+    uint32_t identity;          /* enum cs_identity_tier */
+    uint64_t start_ns;
+    uint64_t bytes[CS_MAX_DEVICES][CS_MEM_NCATEGORIES];
+    uint64_t gpu_ns[CS_MAX_DEVICES];
+};
+
+struct cs_status {
+    const char *path;
+    uint32_t version, policy;
+    int32_t priority, creator_pid;
+    uint64_t created_ns, live, reaped;
+    int ndev;
+    struct cs_status_device dev[CS_MAX_DEVICES];
+    int nproc;
+    struct cs_status_process proc[CS_LEDGER_SLOTS];
+};
+
+/* Resolves LEDGER (argument, else $CUDA_DEVICE_MEMORY_SHARED_CACHE) and
+ * opens it read-only. Returns CS_EXIT_OK, CS_EXIT_USAGE (no path: message
+ * names the variable) or CS_EXIT_FAIL (the ledger code said why). */
+int cs_status_open(const char *cmd, const char *arg, struct cs_ledger *l);
+
+/* Fills *st (large: allocate it) from the mapped ledger. */
+void cs_status_snapshot(const struct cs_ledger *l, struct cs_status *st);
+
+uint64_t cs_status_process_total(const struct cs_status_process *p, int dev);
+
+void cs_status_print_human(FILE *out, const struct cs_status *st);
+void cs_status_print_json(FILE *out, const struct cs_status *st);
+/* One screen of `top`, `width` columns wide (no cursor movement). */
+void cs_status_print_top(FILE *out, const struct cs_status *st, int width);
+
+#endif

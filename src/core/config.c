@@ -1,0 +1,239 @@
+#include "core/config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "core/log.h"
+
+int cs__parse_size(const char *s, uint64_t *out)
+{
+    if (!s || !isdigit((unsigned char)*s))
+        return -EINVAL;
+    uint64_t v = 0;
+    const char *p = s;
+    for (; isdigit((unsigned char)*p); p++) {
+        unsigned d = (unsigned)(*p - '0');
+        if (v > (UINT64_MAX - d) / 10)
+            return -ERANGE;
+        v = v * 10 + d;
+    }
+    unsigned shift = 0;
+    switch (*p) {
+    case 'k': case 'K': shift = 10; p++; break;
+    case 'm': case 'M': shift = 20; p++; break;
+    case 'g': case 'G': shift = 30; p++; break;
+    case 't': case 'T': shift = 40; p++; break;
+    default: break;
+    }
+    if (shift && (*p == 'i' || *p == 'I'))
+        p++;
+    if (*p == 'b' || *p == 'B')
+        p++;
+    if (*p != '\0')
+        return -EINVAL;
+    if (shift && v > (UINT64_MAX >> shift))
+        return -ERANGE;
+    *out = v << shift;
+    return 0;
+}
+
+int cs__parse_int(const char *s, long min, long max, long *out)
+{
+    if (!s || !*s)
+        return -EINVAL;
+    const char *p = s;
+    if (*p == '-' || *p == '+')
+        p++;
+    if (!isdigit((unsigned char)*p))
+        return -EINVAL;
+    errno = 0;
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (*end != '\0')
+        return -EINVAL;
+    if (errno == ERANGE || v < min || v > max)
+        return -ERANGE;
+    *out = v;
+    return 0;
+}
+
+/* One row per variable family. `indexed` rows also accept NAME_<i>. */
+enum opt_kind { OPT_SIZE, OPT_PERCENT, OPT_PATH, OPT_POLICY, OPT_INT, OPT_BOOL };
+
+struct opt {
+    const char *name;
+    enum opt_kind kind;
+    bool indexed;
+    const char *fix; /* how to write a valid value */
+};
+
+enum opt_id { O_MEM, O_SM, O_CACHE, O_POLICY, O_PRIORITY, O_BROKER, O_PROCFS, O_COUNT };
+
+static const struct opt options[O_COUNT] = {
+    [O_MEM] = {"CUDA_DEVICE_MEMORY_LIMIT", OPT_SIZE, true,
+               "use bytes or a k/m/g/t suffix (binary), e.g. 4g or 4096m; 0 means no limit"},
+    [O_SM] = {"CUDA_DEVICE_SM_LIMIT", OPT_PERCENT, true,
+              "use a whole percentage from 1 to 100; 0 means no limit"},
+    [O_CACHE] = {"CUDA_DEVICE_MEMORY_SHARED_CACHE", OPT_PATH, false,
+                 "use an absolute path to the tenant's ledger file"},
+    [O_POLICY] = {"GPU_CORE_UTILIZATION_POLICY", OPT_POLICY, false,
+                  "use default, force or disable"},
+    [O_PRIORITY] = {"CUDA_TASK_PRIORITY", OPT_INT, false, "use an integer, e.g. 0 or 1"},
+    [O_BROKER] = {"LIBVGPU_HOSTPID_BROKER", OPT_BOOL, false, "use 1 to enable or 0 to disable"},
+    [O_PROCFS] = {"LIBVGPU_HOST_PROCFS", OPT_PATH, false,
+                  "use the absolute path of a procfs mounted from the host PID namespace"},
+};
+
+static int bad_value(const char *var, const char *value, const char *fix)
+{
+    cs_err("config", "%s='%s' is not valid: %s", var, value, fix);
+    return -EINVAL;
+}
+
+static int parse_policy(const char *v, uint32_t *out)
+{
+    if (!strcasecmp(v, "default"))
+        *out = CS_POLICY_DEFAULT;
+    else if (!strcasecmp(v, "force"))
+        *out = CS_POLICY_FORCE;
+    else if (!strcasecmp(v, "disable"))
+        *out = CS_POLICY_DISABLE;
+    else
+        return -EINVAL;
+    return 0;
+}
+
+static int parse_one(struct cs_config *c, enum opt_id id, int dev, const char *var,
+                     const char *v)
+{
+    const struct opt *o = &options[id];
+    uint64_t size;
+    long n;
+    switch (id) {
+    case O_MEM:
+        if (cs__parse_size(v, &size))
+            return bad_value(var, v, o->fix);
+        if (dev < 0) {
+            c->mem_limit_all = size;
+        } else {
+            c->mem_limit[dev] = size;
+            c->mem_limit_set[dev] = true;
+        }
+        return 0;
+    case O_SM:
+        if (cs__parse_int(v, 0, 100, &n))
+            return bad_value(var, v, o->fix);
+        if (dev < 0) {
+            c->sm_limit_all = (uint32_t)n;
+        } else {
+            c->sm_limit[dev] = (uint32_t)n;
+            c->sm_limit_set[dev] = true;
+        }
+        return 0;
+    case O_CACHE:
+    case O_PROCFS: {
+        char *dst = id == O_CACHE ? c->ledger_path : c->host_procfs;
+        if (v[0] != '/' || strlen(v) >= sizeof c->ledger_path)
+            return bad_value(var, v, o->fix);
+        strcpy(dst, v);
+        return 0;
+    }
+    case O_POLICY:
+        if (parse_policy(v, &c->policy))
+            return bad_value(var, v, o->fix);
+        return 0;
+    case O_PRIORITY:
+        if (cs__parse_int(v, INT_MIN, INT_MAX, &n))
+            return bad_value(var, v, o->fix);
+        c->priority = (int32_t)n;
+        return 0;
+    case O_BROKER:
+        if (strcmp(v, "0") && strcmp(v, "1"))
+            return bad_value(var, v, o->fix);
+        c->hostpid_broker = v[0] == '1';
+        return 0;
+    case O_COUNT:
+        break;
+    }
+    return -EINVAL;
+}
+
+int cs__config_parse(struct cs_config *out, const char *(*lookup)(const char *, void *),
+                     void *ctx)
+{
+    memset(out, 0, sizeof *out);
+    int rc = 0;
+    for (int id = 0; id < O_COUNT; id++) {
+        const struct opt *o = &options[id];
+        const char *v = lookup(o->name, ctx);
+        /* An empty value is treated as unset, as HAMi does. */
+        if (v && *v && parse_one(out, (enum opt_id)id, -1, o->name, v))
+            rc = -EINVAL;
+        if (!o->indexed)
+            continue;
+        for (int dev = 0; dev < CS_MAX_DEVICES; dev++) {
+            char var[64];
+            snprintf(var, sizeof var, "%s_%d", o->name, dev);
+            v = lookup(var, ctx);
+            if (v && *v && parse_one(out, (enum opt_id)id, dev, var, v))
+                rc = -EINVAL;
+        }
+    }
+    return rc;
+}
+
+static const char *env_lookup(const char *name, void *ctx)
+{
+    (void)ctx;
+    return getenv(name);
+}
+
+int cs__config_from_env(struct cs_config *out)
+{
+    return cs__config_parse(out, env_lookup, NULL);
+}
+
+uint64_t cs__config_mem_limit(const struct cs_config *c, int dev)
+{
+    if (dev >= 0 && dev < CS_MAX_DEVICES && c->mem_limit_set[dev])
+        return c->mem_limit[dev];
+    return c->mem_limit_all;
+}
+
+uint32_t cs__config_sm_limit(const struct cs_config *c, int dev)
+{
+    uint32_t v = c->sm_limit_all;
+    if (dev >= 0 && dev < CS_MAX_DEVICES && c->sm_limit_set[dev])
+        v = c->sm_limit[dev];
+    return v >= 100 ? 0 : v; /* 100% is no limit */
+}
+
+void cs__config_dump(const struct cs_config *c, char *buf, size_t len)
+{
+    static const char *const policy_names[] = {"default", "force", "disable"};
+    size_t n = 0;
+#define APPEND(...)                                                         \
+    do {                                                                    \
+        if (n < len) {                                                      \
+            int w_ = snprintf(buf + n, len - n, __VA_ARGS__);               \
+            n += w_ > 0 ? (size_t)w_ : 0;                                   \
+        }                                                                   \
+    } while (0)
+    for (int dev = 0; dev < CS_MAX_DEVICES; dev++) {
+        uint64_t m = cs__config_mem_limit(c, dev);
+        uint32_t s = cs__config_sm_limit(c, dev);
+        if (m || s)
+            APPEND("device %d: memory limit %llu bytes, sm limit %u%%\n", dev,
+                   (unsigned long long)m, s);
+    }
+    APPEND("ledger: %s\n", c->ledger_path[0] ? c->ledger_path : "(private)");
+    APPEND("policy: %s\npriority: %d\n", policy_names[c->policy % 3], (int)c->priority);
+    APPEND("hostpid broker: %s\nhost procfs: %s\n", c->hostpid_broker ? "on" : "off",
+           c->host_procfs[0] ? c->host_procfs : "(none)");
+#undef APPEND
+}

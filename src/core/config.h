@@ -1,0 +1,56 @@
+/*
+ * Configuration: the environment contract of DESIGN.md, read once, parsed
+ * strictly, printable. The table in config.c is the one place that knows a
+ * variable's name, kind and meaning; nothing else calls getenv for it.
+ *
+ * A malformed value is an error (never a silently dropped limit): the
+ * parser names the variable, the value and the fix.
+ */
+#ifndef CS_CORE_CONFIG_H
+#define CS_CORE_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cushare/ledger.h"
+
+struct cs_config {
+    uint64_t mem_limit_all;                 /* CUDA_DEVICE_MEMORY_LIMIT */
+    uint64_t mem_limit[CS_MAX_DEVICES];     /* CUDA_DEVICE_MEMORY_LIMIT_<i> */
+    bool mem_limit_set[CS_MAX_DEVICES];
+    uint32_t sm_limit_all;                  /* CUDA_DEVICE_SM_LIMIT */
+    uint32_t sm_limit[CS_MAX_DEVICES];      /* CUDA_DEVICE_SM_LIMIT_<i> */
+    bool sm_limit_set[CS_MAX_DEVICES];
+    char ledger_path[4096];                 /* CUDA_DEVICE_MEMORY_SHARED_CACHE */
+    uint32_t policy;                        /* GPU_CORE_UTILIZATION_POLICY */
+    int32_t priority;                       /* CUDA_TASK_PRIORITY */
+    bool hostpid_broker;                    /* LIBVGPU_HOSTPID_BROKER */
+    char host_procfs[4096];                 /* LIBVGPU_HOST_PROCFS */
+};
+
+/* Parses the process environment into *out. 0, or -EINVAL after printing
+ * one message per bad variable. */
+int cs__config_from_env(struct cs_config *out);
+
+/* Same, from an explicit lookup function (tests, the CLI). */
+int cs__config_parse(struct cs_config *out, const char *(*lookup)(const char *name, void *ctx),
+                     void *ctx);
+
+/* Effective per-device values (device-specific variable, else the "all"
+ * one, else 0 = none). */
+uint64_t cs__config_mem_limit(const struct cs_config *c, int dev);
+uint32_t cs__config_sm_limit(const struct cs_config *c, int dev);
+
+/* "4GiB", "1.5 GiB" style strict size parser: digits, optional k/m/g/t
+ * (binary) suffix, optionally followed by "i", "ib" or "b" (any case).
+ * 0, -EINVAL (not a size) or -ERANGE (overflow). */
+int cs__parse_size(const char *s, uint64_t *out);
+
+/* Strict decimal integer in [min, max]. 0, -EINVAL or -ERANGE. */
+int cs__parse_int(const char *s, long min, long max, long *out);
+
+/* Writes "NAME=value" lines of the effective configuration. */
+void cs__config_dump(const struct cs_config *c, char *buf, size_t len);
+
+#endif

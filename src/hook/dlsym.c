@@ -1,0 +1,122 @@
+/*
+ * dlsym / dlvsym interposition. A program (or the CUDA runtime) that looks a
+ * driver entry point up by name gets our wrapper whenever the lookup would
+ * have produced the driver's own function: on RTLD_DEFAULT, RTLD_NEXT and on
+ * a handle from dlopen("libcuda.so.1"). Every other lookup answers exactly
+ * what libc would, including RTLD_NEXT relative to the real caller.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "hook/elf.h"
+#include "hook/hooks.h"
+
+typedef void *(*dlsym_fn)(void *, const char *);
+typedef void *(*dlvsym_fn)(void *, const char *, const char *);
+
+static dlsym_fn libc_dlsym_fn;
+static dlvsym_fn libc_dlvsym_fn;
+static pthread_once_t libc_once = PTHREAD_ONCE_INIT;
+
+static void find_libc(void)
+{
+    libc_dlsym_fn = (dlsym_fn)cs__elf_find_global("dlsym", NULL);
+    libc_dlvsym_fn = (dlvsym_fn)cs__elf_find_global("dlvsym", NULL);
+}
+
+void *cs__libc_dlsym(void *handle, const char *name)
+{
+    pthread_once(&libc_once, find_libc);
+    return libc_dlsym_fn ? libc_dlsym_fn(handle, name) : NULL;
+}
+
+void *cs__libc_dlvsym(void *handle, const char *name, const char *version)
+{
+    pthread_once(&libc_once, find_libc);
+    return libc_dlvsym_fn ? libc_dlvsym_fn(handle, name, version) : NULL;
+}
+
+static bool is_own_object(const struct link_map *m)
+{
+    Dl_info info;
+    struct link_map *own = NULL;
+    if (!dladdr1((void *)&is_own_object, &info, (void **)&own, RTLD_DL_LINKMAP))
+        return false;
+    return own == m;
+}
+
+/* RTLD_NEXT means "after the caller". Our own call to libc would mean
+ * "after libcushare", which is the same answer for callers that precede us
+ * (the executable, the usual case) but not for libraries loaded after us;
+ * for those, walk the link map from the caller onwards. */
+static void *next_after_caller(const char *name, const char *version, const void *caller)
+{
+    Dl_info info;
+    struct link_map *cm = NULL;
+    if (!dladdr1(caller, &info, (void **)&cm, RTLD_DL_LINKMAP) || !cm)
+        goto from_us;
+    bool ours_before_caller = false;
+    for (struct link_map *m = cm->l_prev; m; m = m->l_prev)
+        if (is_own_object(m))
+            ours_before_caller = true;
+    if (!ours_before_caller)
+        goto from_us;
+    for (struct link_map *m = cm->l_next; m; m = m->l_next) {
+        void *p = cs__elf_lookup_in(m->l_addr, m->l_ld, name, version);
+        if (p)
+            return p;
+    }
+    return NULL;
+from_us:
+    return version ? cs__libc_dlvsym(RTLD_NEXT, name, version) : cs__libc_dlsym(RTLD_NEXT, name);
+}
+
+static bool from_driver_library(const void *p)
+{
+    Dl_info info;
+    if (!dladdr(p, &info) || !info.dli_fname)
+        return false;
+    const char *base = strrchr(info.dli_fname, '/');
+    base = base ? base + 1 : info.dli_fname;
+    return !strncmp(base, "libcuda.so", 10) || !strncmp(base, "libnvidia-ml.so", 15);
+}
+
+/* Our wrapper if `found` is the driver's definition of a hooked symbol. */
+static void *route(const char *name, void *found)
+{
+    if (!found || !name || (name[0] != 'c' && name[0] != 'n'))
+        return found;
+    int id = cs__hook_find_symbol(name);
+    if (id < 0 || found == cs_hook_rows[id].wrapper)
+        return found;
+    if (from_driver_library(found))
+        return cs_hook_rows[id].wrapper;
+    return found;
+}
+
+static void *lookup(void *handle, const char *name, const char *version, const void *caller)
+{
+    void *found;
+    if (handle == RTLD_NEXT)
+        found = next_after_caller(name, version, caller);
+    else if (version)
+        found = cs__libc_dlvsym(handle, name, version);
+    else
+        found = cs__libc_dlsym(handle, name);
+    return route(name, found);
+}
+
+CS_EXPORT void *dlsym(void *handle, const char *name)
+{
+    return lookup(handle, name, NULL, __builtin_return_address(0));
+}
+
+CS_EXPORT void *dlvsym(void *handle, const char *name, const char *version)
+{
+    return lookup(handle, name, version, __builtin_return_address(0));
+}

@@ -1,0 +1,261 @@
+/*
+ * Lazy, once-per-process initialisation. Nothing runs in a constructor: the
+ * first intercepted CUDA call pays for parsing the environment, opening the
+ * driver and claiming a ledger slot. The path takes no cross-process lock:
+ * the ledger is created by link() and slots are claimed with per-slot OFD
+ * locks (src/ledger). Within the process a mutex orders the first callers.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/log.h"
+#include "cushare/phases.h"
+#include "hook/runtime.h"
+
+struct cs_runtime cs_rt;
+
+/* Written by the thread that performs each phase; read by the benchmark
+ * after start-up. Plain stores of aligned 64-bit values. */
+static struct cushare_phases phases = {.version = CUSHARE_PHASES_VERSION};
+
+uint64_t cs__now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void cs__phase_mark(enum cs_phase p)
+{
+    uint64_t *field[] = {
+        [CS_PHASE_WRAPPER_ENTER] = &phases.wrapper_enter_ns,
+        [CS_PHASE_LEDGER_READY] = &phases.ledger_ready_ns,
+        [CS_PHASE_REAL_INIT_DONE] = &phases.real_init_done_ns,
+        [CS_PHASE_IDENTITY_DONE] = &phases.identity_done_ns,
+    };
+    uint64_t zero = 0;
+    __atomic_compare_exchange_n(field[p], &zero, cs__now_ns(), false, __ATOMIC_RELAXED,
+                                __ATOMIC_RELAXED);
+}
+
+void cs__phase_identity(uint32_t tier, uint64_t lock_waits)
+{
+    __atomic_store_n(&phases.identity_tier, tier, __ATOMIC_RELAXED);
+    __atomic_store_n(&phases.lock_waits, lock_waits, __ATOMIC_RELAXED);
+    cs__phase_mark(CS_PHASE_IDENTITY_DONE);
+}
+
+CS_EXPORT void cushare_phases(struct cushare_phases *out)
+{
+    if (out)
+        *out = phases;
+}
+
+/* 0 not started, 1 ready, <0 sticky failure. Published with release after
+ * cs_rt is complete; hot paths read it with acquire and take no lock. */
+static int init_state;
+static pthread_mutex_t init_mutex = PTHREAD_MUTEX_INITIALIZER;
+static bool handlers_installed;
+
+static bool private_ledger; /* set once in first_init */
+static pid_t private_owner;  /* the process that made it removes it */
+
+static void on_exit_leave(void)
+{
+    if (__atomic_load_n(&init_state, __ATOMIC_ACQUIRE) != 1)
+        return;
+    cs__ledger_leave(&cs_rt.ledger);
+    if (private_ledger && private_owner == getpid())
+        unlink(cs_rt.ledger.path);
+}
+
+/* Runs in the child right after fork. The child shares the parent's open
+ * file description, hence the parent's slot lock: drop our reference at
+ * once so the parent's death stays visible, and re-initialise lazily. */
+static void on_fork_child(void)
+{
+    pthread_mutex_init(&init_mutex, NULL);
+    if (cs_rt.ledger.fd >= 0) {
+        close(cs_rt.ledger.fd);
+        cs_rt.ledger.fd = -1;
+    }
+    cs_rt.ledger.slot = -1;
+    for (int d = 0; d < CS_MAX_DEVICES; d++) {
+        cs_rt.dev[d].ctx_refs = 0;
+        cs_rt.dev[d].ctx_charged = 0;
+    }
+    if (init_state == 1)
+        init_state = 2; /* "re-initialise after fork" */
+}
+
+static void fill_ledger_params(const struct cs_config *c, struct cs_ledger_params *p)
+{
+    memset(p, 0, sizeof *p);
+    /* Devices are not known before cuInit; record how many carry a
+     * configured value (at least one). */
+    p->device_count = 1;
+    for (int d = 0; d < CS_MAX_DEVICES; d++) {
+        p->limit[d] = cs__config_mem_limit(c, d);
+        p->sm_limit[d] = cs__config_sm_limit(c, d);
+        if (c->mem_limit_set[d] || c->sm_limit_set[d])
+            p->device_count = (uint32_t)d + 1;
+    }
+    p->policy = c->policy;
+    p->priority = c->priority;
+}
+
+/* Without CUDA_DEVICE_MEMORY_SHARED_CACHE the tenant is this process and
+ * its fork children: a private ledger in a per-user 0700 directory of
+ * /dev/shm, removed at normal exit. (A shared default path would let a
+ * stale ledger's limits apply to unrelated later programs.) */
+
+static int private_ledger_path(char *out, size_t len)
+{
+    char dir[64];
+    snprintf(dir, sizeof dir, "/dev/shm/cushare-%u", (unsigned)getuid());
+    if (mkdir(dir, 0700) && errno != EEXIST)
+        return -errno;
+    struct stat st;
+    if (lstat(dir, &st) || !S_ISDIR(st.st_mode) || st.st_uid != getuid() || (st.st_mode & 077)) {
+        cs_err("init", "%s must be a directory owned by uid %u with mode 0700", dir,
+               (unsigned)getuid());
+        return -EPERM;
+    }
+    snprintf(out, len, "%s/private-%d-%llx.ledger", dir, (int)getpid(),
+             (unsigned long long)cs__now_ns());
+    private_ledger = true;
+    return 0;
+}
+
+static int open_ledger(void)
+{
+    struct cs_ledger_params params;
+    fill_ledger_params(&cs_rt.cfg, &params);
+    char priv[128];
+    const char *path = cs_rt.cfg.ledger_path;
+    if (!path[0]) {
+        int rc = private_ledger_path(priv, sizeof priv);
+        if (rc)
+            return rc;
+        path = priv;
+    }
+    int rc = cs__ledger_open(path, &params, false, &cs_rt.ledger);
+    if (rc)
+        return rc;
+    return cs__ledger_claim(&cs_rt.ledger);
+}
+
+static int first_init(void)
+{
+    int rc = cs__config_from_env(&cs_rt.cfg);
+    if (rc) {
+        cs_err("init", "refusing to initialise CUDA with an invalid configuration (see above)");
+        return rc;
+    }
+    rc = cs__real_load();
+    if (rc)
+        return rc;
+    cs_rt.ledger.fd = -1;
+    cs_rt.ledger.slot = -1;
+    rc = open_ledger();
+    cs__phase_mark(CS_PHASE_LEDGER_READY);
+    if (rc) {
+        cs_err("init", "no ledger, so no accounting: CUDA initialisation fails (fail closed)");
+        return rc;
+    }
+    return 0;
+}
+
+static int reinit_after_fork(void)
+{
+    int rc = cs__ledger_after_fork(&cs_rt.ledger);
+    if (!rc)
+        rc = cs__ledger_claim(&cs_rt.ledger);
+    if (rc)
+        cs_err("init", "fork child could not claim its own ledger slot: %s", strerror(-rc));
+    return rc;
+}
+
+int cs__init(void)
+{
+    int s = __atomic_load_n(&init_state, __ATOMIC_ACQUIRE);
+    if (s == 1 || s < 0)
+        return s < 0 ? s : 0;
+    pthread_mutex_lock(&init_mutex);
+    s = init_state;
+    if (s == 0 || s == 2) {
+        int rc = s == 0 ? first_init() : reinit_after_fork();
+        if (!rc && s == 0)
+            private_owner = getpid();
+        if (!rc && !handlers_installed) {
+            handlers_installed = true;
+            atexit(on_exit_leave);
+            pthread_atfork(NULL, NULL, on_fork_child);
+        }
+        s = rc ? rc : 1;
+        __atomic_store_n(&init_state, s, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&init_mutex);
+    return s < 0 ? s : 0;
+}
+
+CUresult cs__init_error(int err)
+{
+    (void)err;
+    return CUDA_ERROR_NOT_INITIALIZED;
+}
+
+static void learn_device(int d, CUdevice dev)
+{
+    struct cs_device_info *di = &cs_rt.dev[d];
+    size_t total = 0;
+    if (cs_drv.cuDeviceGetUuid_v2 && cs_drv.cuDeviceGetUuid_v2(&di->uuid, dev) != CUDA_SUCCESS)
+        return;
+    if (cs_real.cuDeviceTotalMem_v2 && cs_real.cuDeviceTotalMem_v2(&total, dev) != CUDA_SUCCESS)
+        return;
+    di->physical_total = total;
+    di->known = true;
+
+    /* The first process to learn it publishes it for `cushare status`
+     * and NVML views; a different device at the same index is warned. */
+    cs__ledger_set_device_info(&cs_rt.ledger, d, (const uint8_t *)di->uuid.bytes, total);
+}
+
+void cs__init_devices(void)
+{
+    pthread_mutex_lock(&init_mutex);
+    int n = 0;
+    if (cs_rt.device_count == 0 && cs_drv.cuDeviceGetCount &&
+        cs_drv.cuDeviceGetCount(&n) == CUDA_SUCCESS) {
+        if (n > CS_MAX_DEVICES) {
+            cs_warn("init", "%d devices visible; cushare manages the first %d", n, CS_MAX_DEVICES);
+            n = CS_MAX_DEVICES;
+        }
+        for (int d = 0; d < n; d++) {
+            CUdevice dev;
+            if (cs_drv.cuDeviceGet && cs_drv.cuDeviceGet(&dev, d) == CUDA_SUCCESS)
+                learn_device(d, dev);
+        }
+        __atomic_store_n(&cs_rt.device_count, n, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&init_mutex);
+}
+
+int cs__current_device(void)
+{
+    CUdevice dev;
+    if (!cs_drv.cuCtxGetDevice || cs_drv.cuCtxGetDevice(&dev) != CUDA_SUCCESS)
+        return -1;
+    return dev >= 0 && dev < CS_MAX_DEVICES ? (int)dev : -1;
+}
+
+uint64_t cs__device_limit(int dev)
+{
+    return cs__ledger_limit(&cs_rt.ledger, dev);
+}

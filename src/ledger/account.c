@@ -1,0 +1,103 @@
+/*
+ * Admission and accounting against the shared per-device aggregates.
+ *
+ * reserve charges the aggregate first (compare-and-swap against the limit:
+ * two processes racing can never both fit into the last free bytes) and
+ * records the charge in the caller's slot second. release undoes it in the
+ * opposite order: slot first, aggregate second. Either way a process killed
+ * between the two steps leaves the aggregate over-counted (fail closed:
+ * admission is stricter than needed), never under-counted; the over-count
+ * is repaired once no slot is LIVE (slot.c, reconcile).
+ */
+#define _GNU_SOURCE
+#include "ledger/ledger.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <unistd.h>
+
+#include "core/log.h"
+
+#define SUBSYS "ledger"
+
+static int check_args(const struct cs_ledger *l, int dev, int cat)
+{
+    if (!l->hdr || l->read_only)
+        return -EBADF;
+    if (dev < 0 || dev >= CS_MAX_DEVICES || cat < 0 || cat >= CS_MEM_NCATEGORIES)
+        return -EINVAL;
+    if (l->slot < 0)
+        return -ENOTCONN; /* not claimed: a charge nobody could ever reap */
+    if (l->owner_pid != getpid())
+        return -ECHILD; /* the slot is a fork parent's */
+    return 0;
+}
+
+static int charge(struct cs_ledger *l, int dev, int cat, uint64_t bytes)
+{
+    struct cs_ledger_header *h = l->hdr;
+    const uint64_t limit = __atomic_load_n(&h->limit[dev], __ATOMIC_RELAXED);
+    uint64_t cur = __atomic_load_n(&h->dev[dev].used, __ATOMIC_SEQ_CST), next;
+    do {
+        if (bytes > UINT64_MAX - cur)
+            return -EOVERFLOW;
+        next = cur + bytes;
+        if (limit && next > limit)
+            return -ENOMEM;
+    } while (!__atomic_compare_exchange_n(&h->dev[dev].used, &cur, next, true,
+                                          __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST));
+    uint64_t peak = __atomic_load_n(&h->dev[dev].peak, __ATOMIC_RELAXED);
+    while (next > peak && !__atomic_compare_exchange_n(&h->dev[dev].peak, &peak, next, true,
+                                                       __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        ;
+    __atomic_fetch_add(&cs__ledger_my_slot(l)->bytes[dev][cat], bytes, __ATOMIC_SEQ_CST);
+    return 0;
+}
+
+int cs__ledger_reserve(struct cs_ledger *l, int dev, enum cs_mem_category cat, uint64_t bytes)
+{
+    int r = check_args(l, dev, (int)cat);
+    if (r || bytes == 0)
+        return r;
+    r = charge(l, dev, (int)cat, bytes);
+    /* Over budget: bytes of dead processes may still be counted. */
+    if (r == -ENOMEM && cs__ledger_reap(l) > 0)
+        r = charge(l, dev, (int)cat, bytes);
+    return r;
+}
+
+void cs__ledger_release(struct cs_ledger *l, int dev, enum cs_mem_category cat, uint64_t bytes)
+{
+    int r = check_args(l, dev, (int)cat);
+    if (r) {
+        cs_warn_capped(8, SUBSYS, "ledger %s: release of %" PRIu64 " bytes on device %d "
+                       "ignored: %s", l->path, bytes, dev,
+                       r == -EINVAL ? "bad device or category" : "no slot of this process");
+        return;
+    }
+    if (bytes == 0)
+        return;
+    uint64_t took = cs__ledger_sub_clamped(&cs__ledger_my_slot(l)->bytes[dev][cat], bytes);
+    if (took < bytes)
+        cs_warn_capped(8, SUBSYS, "ledger %s: release of %" PRIu64 " bytes on device %d (%s) "
+                       "exceeds the %" PRIu64 " charged to this process; clamped", l->path,
+                       bytes, dev, cs__ledger_category_name((int)cat), took);
+    uint64_t agg = cs__ledger_sub_clamped(&l->hdr->dev[dev].used, took);
+    if (agg < took)
+        cs_warn_capped(8, SUBSYS, "ledger %s: device %d aggregate was %" PRIu64 " bytes short "
+                       "on release; clamped at 0", l->path, dev, took - agg);
+}
+
+uint64_t cs__ledger_used(const struct cs_ledger *l, int dev)
+{
+    if (!l->hdr || dev < 0 || dev >= CS_MAX_DEVICES)
+        return 0;
+    return __atomic_load_n(&l->hdr->dev[dev].used, __ATOMIC_RELAXED);
+}
+
+uint64_t cs__ledger_limit(const struct cs_ledger *l, int dev)
+{
+    if (!l->hdr || dev < 0 || dev >= CS_MAX_DEVICES)
+        return 0;
+    return __atomic_load_n(&l->hdr->limit[dev], __ATOMIC_RELAXED);
+}

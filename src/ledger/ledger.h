@@ -1,0 +1,142 @@
+/*
+ * The ledger: a tenant's shared region (include/cushare/ledger.h is the ABI).
+ *
+ * This is the only code that maps, creates, validates, claims, charges and
+ * reaps. Everything returns 0 or a negative errno; messages naming the file
+ * and the fix are logged here, once, so callers only propagate the code.
+ *
+ * Creation is lock-free and crash-safe: the creator builds a complete file in
+ * an unnamed temporary (O_TMPFILE, else a unique name) and links it into
+ * place; whoever loses the link race opens the winner's file. A creator
+ * killed halfway leaves nothing behind at the path.
+ *
+ * Threads: a struct cs_ledger is owned by one process. Its functions may be
+ * called from any thread; the only shared mutable state is the mapping, which
+ * is touched with atomics only.
+ */
+#ifndef CS_LEDGER_LEDGER_H
+#define CS_LEDGER_LEDGER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "cushare/ledger.h"
+
+/* What the creator writes into a new ledger. */
+struct cs_ledger_params {
+    uint32_t device_count;              /* devices named by a per-device setting (>= 1);
+                                         * limit/sm_limit are read for every device */
+    uint64_t limit[CS_MAX_DEVICES];     /* bytes, 0 = none */
+    uint32_t sm_limit[CS_MAX_DEVICES];  /* percent, 0 = none */
+    uint32_t policy;                    /* enum cs_policy */
+    int32_t priority;
+};
+
+struct cs_ledger {
+    int fd;                             /* owns the open file description */
+    struct cs_ledger_header *hdr;       /* owns the MAP_SHARED mapping */
+    size_t map_len;
+    int slot;                           /* claimed slot index, -1 if none */
+    pid_t owner_pid;                    /* getpid() of the process whose open
+                                           file description fd is (set at open,
+                                           claim, after_fork): detects fork */
+    char path[4096];
+    bool read_only;                     /* opened read-only (monitors) */
+    bool created;                       /* this open created the file (won the
+                                           link race) */
+};
+
+/* Opens `path`, creating it from `params` if it does not exist. An existing
+ * ledger is validated (magic, version, sizes, file length): a mismatch is
+ * -EPROTO (foreign/newer/corrupt; message names the file and the fix) and
+ * the file is left untouched. If the existing limits differ from `params`,
+ * the creator's limits win and a warning names both values. Only a call
+ * with `params` and !read_only creates; `params` NULL opens an existing
+ * ledger (read-only for monitors, read-write for run_request writers).
+ * The descriptor is O_CLOEXEC; the file is created mode 0600 in an
+ * existing directory. out->created tells whether this call created it. */
+int cs__ledger_open(const char *path, const struct cs_ledger_params *params,
+                    bool read_only, struct cs_ledger *out);
+
+/* Unmaps and closes; drops the slot lock with it (the slot itself is freed
+ * by cs__ledger_leave first when the process exits normally). */
+void cs__ledger_close(struct cs_ledger *l);
+
+/* Claims a slot: takes its OFD lock, reaps it first if a dead process left
+ * it LIVE, marks it LIVE with our pid. No global lock; O(1) expected.
+ * 0 (also when already claimed), -ENOSPC when every slot is held, -EBADF
+ * read-only or closed, -ECHILD in a fork child before after_fork. */
+int cs__ledger_claim(struct cs_ledger *l);
+
+/* Normal exit: returns this slot's bytes and marks it FREE. Idempotent. */
+void cs__ledger_leave(struct cs_ledger *l);
+
+/* In a fork child: forgets the parent's slot without touching it (the
+ * parent still owns it) and re-opens the file so the child gets its own
+ * open file description, hence its own locks. Then claim again. The caller
+ * may already have closed the inherited descriptor (fd = -1, e.g. in an
+ * atfork handler): the path is then opened and validated again. */
+int cs__ledger_after_fork(struct cs_ledger *l);
+
+/* Admission: atomically charges `bytes` on `dev` if used + bytes <= limit
+ * (no limit: always). -ENOMEM when over budget (after one reap of dead
+ * slots and one retry); nothing is charged then. -EOVERFLOW, -EINVAL (bad
+ * dev/cat), -ENOTCONN (no slot), -ECHILD (fork child before after_fork). */
+int cs__ledger_reserve(struct cs_ledger *l, int dev, enum cs_mem_category cat,
+                       uint64_t bytes);
+
+/* Gives back what a reserve charged. Never underflows (clamps, logs). */
+void cs__ledger_release(struct cs_ledger *l, int dev, enum cs_mem_category cat,
+                        uint64_t bytes);
+
+/* Reaps every dead slot (lock free, state LIVE). Returns how many, or
+ * -errno. A caller without a slot that finds no LIVE slot at all also
+ * resets the aggregates to 0 (the crash-window repair, docs/ledger.md). */
+int cs__ledger_reap(struct cs_ledger *l);
+
+/* Read helpers for views and monitors. */
+uint64_t cs__ledger_used(const struct cs_ledger *l, int dev);
+uint64_t cs__ledger_limit(const struct cs_ledger *l, int dev);
+struct cs_ledger_slot *cs__ledger_slot(const struct cs_ledger *l, int idx);
+struct cs_ledger_slot *cs__ledger_my_slot(const struct cs_ledger *l);
+
+/* True when slot `idx` is LIVE and its owner is alive (lock held). */
+bool cs__ledger_slot_alive(const struct cs_ledger *l, int idx);
+
+/* Publishes what the driver says about device `dev` once known (after
+ * cuInit): its UUID, first writer wins (uuid_state 0 -> 1 -> 2; a later
+ * process seeing a different UUID for the same index gets a warning), and
+ * its physical total. -EINVAL for a bad index, -EBADF if read-only. */
+int cs__ledger_set_device_info(struct cs_ledger *l, int dev, const uint8_t uuid[16],
+                               uint64_t physical_total);
+
+/* Records in our slot how NVML identifies this process (host_pid 0 =
+ * unknown; tier enum cs_identity_tier; reason an errno-style code of the
+ * last fallback). -ENOTCONN without a slot. */
+int cs__ledger_set_identity(struct cs_ledger *l, int32_t host_pid, uint32_t tier,
+                            uint32_t reason);
+
+/* Names from the X-macro lists of the ABI ("data", "nvml-namespace"), or
+ * "?" when out of range (a newer writer). */
+const char *cs__ledger_category_name(int cat);
+const char *cs__ledger_identity_name(uint32_t tier);
+
+/* Test hooks, all off (zero) in production. before_link runs in the creator
+ * once the complete temporary file exists and before it is linked at the
+ * path (tests pause or kill the creator there); force_named_temp skips
+ * O_TMPFILE to exercise the named-temporary fallback. */
+struct cs_ledger_test_hooks {
+    void (*before_link)(void);
+    bool force_named_temp;
+};
+extern struct cs_ledger_test_hooks cs__ledger_test_hooks;
+
+/* Private to src/ledger. slots_atfork_child resets the per-process state of
+ * the slot code in a fork child (called by cs__ledger_after_fork);
+ * sub_clamped atomically subtracts up to v from *p, never below zero, and
+ * returns what it subtracted. */
+void cs__ledger_slots_atfork_child(void);
+uint64_t cs__ledger_sub_clamped(uint64_t *p, uint64_t v);
+
+#endif

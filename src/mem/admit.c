@@ -1,0 +1,63 @@
+#include "mem/admit.h"
+
+#include <errno.h>
+
+#include "core/log.h"
+
+CUresult cs__admit(int dev, enum cs_mem_category cat, uint64_t bytes)
+{
+    if (dev < 0)
+        return CUDA_SUCCESS; /* no context: the driver will refuse the call */
+    int rc = cs__ledger_reserve(&cs_rt.ledger, dev, cat, bytes);
+    if (rc == -ENOMEM) {
+        cs__pools_settle();
+        rc = cs__ledger_reserve(&cs_rt.ledger, dev, cat, bytes);
+    }
+    if (rc == 0)
+        return CUDA_SUCCESS;
+    if (rc == -ENOMEM) {
+        cs_info("mem", "device %d: %llu bytes refused: %llu of %llu in use", dev,
+                (unsigned long long)bytes,
+                (unsigned long long)cs__ledger_used(&cs_rt.ledger, dev),
+                (unsigned long long)cs__device_limit(dev));
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    cs_warn_capped(8, "mem", "device %d: cannot charge %llu bytes: %d", dev,
+                   (unsigned long long)bytes, rc);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+void cs__give_back(int dev, enum cs_mem_category cat, uint64_t bytes)
+{
+    if (dev >= 0 && bytes)
+        cs__ledger_release(&cs_rt.ledger, dev, cat, bytes);
+}
+
+int cs__commit(enum cs_track_kind kind, uint64_t key, int dev, enum cs_mem_category cat,
+               uint64_t bytes)
+{
+    struct cs_tracked t = {.bytes = bytes, .dev = dev, .cat = cat};
+    int rc = cs__track_put(kind, key, &t);
+    if (rc) {
+        cs__give_back(dev, cat, bytes);
+        cs_warn_capped(8, "mem", "out of host memory for allocation records");
+    }
+    return rc;
+}
+
+int cs__uncommit(enum cs_track_kind kind, uint64_t key)
+{
+    struct cs_tracked t;
+    int rc = cs__track_take(kind, key, &t);
+    if (!rc)
+        cs__give_back(t.dev, t.cat, t.bytes);
+    return rc;
+}
+
+CUresult cs__adjust(int dev, enum cs_mem_category cat, uint64_t have, uint64_t want)
+{
+    if (want > have)
+        return cs__admit(dev, cat, want - have);
+    cs__give_back(dev, cat, have - want);
+    return CUDA_SUCCESS;
+}

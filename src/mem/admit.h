@@ -1,0 +1,59 @@
+/*
+ * Admission: reserve the bytes against the device budget first, then call
+ * the driver, then record (commit) or give back. Two tenants racing can
+ * never exceed a budget because the ledger's per-device counter is only
+ * ever raised by a successful compare-and-swap below the limit.
+ */
+#ifndef CS_MEM_ADMIT_H
+#define CS_MEM_ADMIT_H
+
+#include <stdint.h>
+
+#include "hook/runtime.h"
+#include "mem/track.h"
+
+/* Common prologue of every wrapper: initialise (fail closed) and honour a
+ * suspend request; `real` NULL means the driver lacks the symbol. */
+#define CS_ENTER(sym)                                      \
+    do {                                                   \
+        int cs_rc_ = cs__init();                           \
+        if (cs_rc_)                                        \
+            return cs__init_error(cs_rc_);                 \
+        if (!cs_real.sym)                                  \
+            return CUDA_ERROR_NOT_FOUND;                   \
+        cs__checkpoint();                                  \
+    } while (0)
+
+/* Parks the calling thread while the tenant is suspended (limiter). */
+void cs__checkpoint(void);
+
+/* Reserves `bytes` on `dev`: CUDA_SUCCESS or CUDA_ERROR_OUT_OF_MEMORY.
+ * Before refusing it settles stale pool/graph charges and reaps dead
+ * slots once, so a budget is not refused on account of memory that has
+ * already gone back. */
+CUresult cs__admit(int dev, enum cs_mem_category cat, uint64_t bytes);
+
+/* Gives back what cs__admit charged. */
+void cs__give_back(int dev, enum cs_mem_category cat, uint64_t bytes);
+
+/* Records a successful allocation; on bookkeeping failure gives the bytes
+ * back and returns -ENOMEM (the caller frees the driver allocation). */
+int cs__commit(enum cs_track_kind kind, uint64_t key, int dev, enum cs_mem_category cat,
+               uint64_t bytes);
+
+/* Frees the record of `key` and gives its bytes back. 0 or -ENOENT. */
+int cs__uncommit(enum cs_track_kind kind, uint64_t key);
+
+/* Moves a charge from `have` to `want` bytes (after the driver told us
+ * the real size): CUDA_SUCCESS, or OOM with the original charge kept. */
+CUresult cs__adjust(int dev, enum cs_mem_category cat, uint64_t have, uint64_t want);
+
+/* Re-reads the reserved size of every pool / graph pool we charged and
+ * gives back what the driver has released since (pool.c). */
+void cs__pools_settle(void);
+
+/* Context overhead (ctx.c). */
+void cs__ctx_created(int dev);
+void cs__ctx_released(int dev, int all);
+
+#endif

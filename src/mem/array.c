@@ -1,0 +1,162 @@
+/*
+ * CUDA arrays and mipmapped arrays. Rule: reserve an estimate from the
+ * descriptor before creating (never short: the driver's real size is
+ * rounded up from it), then settle to the driver's own answer from
+ * cuArrayGetMemoryRequirements / cuMipmappedArrayGetMemoryRequirements.
+ */
+#include "mem/admit.h"
+
+static uint64_t format_bytes(CUarray_format f)
+{
+    switch (f) {
+    case CU_AD_FORMAT_UNSIGNED_INT8: case CU_AD_FORMAT_SIGNED_INT8: return 1;
+    case CU_AD_FORMAT_UNSIGNED_INT16: case CU_AD_FORMAT_SIGNED_INT16: case CU_AD_FORMAT_HALF: return 2;
+    case CU_AD_FORMAT_UNSIGNED_INT32: case CU_AD_FORMAT_SIGNED_INT32: case CU_AD_FORMAT_FLOAT: return 4;
+    default: return 16; /* block-compressed and exotic formats: generous upper bound */
+    }
+}
+
+static uint64_t extent_bytes(size_t w, size_t h, size_t d, unsigned channels, CUarray_format f)
+{
+    __uint128_t b = (__uint128_t)(w ? w : 1) * (h ? h : 1) * (d ? d : 1) * (channels ? channels : 1) *
+                    format_bytes(f);
+    return b > UINT64_MAX / 2 ? UINT64_MAX / 2 : (uint64_t)b;
+}
+
+static uint64_t mipmap_bytes(const CUDA_ARRAY3D_DESCRIPTOR *d, unsigned levels)
+{
+    uint64_t total = 0;
+    size_t w = d->Width, h = d->Height, dp = d->Depth;
+    for (unsigned l = 0; l < (levels ? levels : 1); l++) {
+        total += extent_bytes(w, h, dp, d->NumChannels, d->Format);
+        w = w > 1 ? w / 2 : 1;
+        h = h > 1 ? h / 2 : h;
+        dp = dp > 1 ? dp / 2 : dp;
+    }
+    return total;
+}
+
+/* The driver's size for an array, or `fallback` when it cannot tell. */
+static uint64_t driver_size(CUarray a, CUmipmappedArray m, int dev, uint64_t fallback)
+{
+    CUDA_ARRAY_MEMORY_REQUIREMENTS req = {0};
+    CUresult r = CUDA_ERROR_NOT_SUPPORTED;
+    if (a && cs_drv.cuArrayGetMemoryRequirements)
+        r = cs_drv.cuArrayGetMemoryRequirements(&req, a, dev);
+    else if (m && cs_drv.cuMipmappedArrayGetMemoryRequirements)
+        r = cs_drv.cuMipmappedArrayGetMemoryRequirements(&req, m, dev);
+    return r == CUDA_SUCCESS && req.size ? req.size : fallback;
+}
+
+static CUresult settle_array(CUarray a, CUmipmappedArray m, int dev, uint64_t estimate)
+{
+    uint64_t actual = driver_size(a, m, dev, estimate);
+    if (cs__adjust(dev, CS_MEM_ARRAY, estimate, actual) != CUDA_SUCCESS)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    enum cs_track_kind kind = a ? CS_TRACK_ARRAY : CS_TRACK_MIPMAP;
+    uint64_t key = a ? (uint64_t)(uintptr_t)a : (uint64_t)(uintptr_t)m;
+    if (cs__commit(kind, key, dev, CS_MEM_ARRAY, actual))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *desc)
+{
+    CS_ENTER(cuArrayCreate_v2);
+    int dev = cs__current_device();
+    if (!pHandle || !desc || dev < 0)
+        return cs_real.cuArrayCreate_v2(pHandle, desc);
+    uint64_t estimate = extent_bytes(desc->Width, desc->Height, 1, desc->NumChannels, desc->Format);
+    CUresult r = cs__admit(dev, CS_MEM_ARRAY, estimate);
+    if (r != CUDA_SUCCESS)
+        return r;
+    r = cs_real.cuArrayCreate_v2(pHandle, desc);
+    if (r != CUDA_SUCCESS) {
+        cs__give_back(dev, CS_MEM_ARRAY, estimate);
+        return r;
+    }
+    if (settle_array(*pHandle, NULL, dev, estimate) != CUDA_SUCCESS) {
+        cs__give_back(dev, CS_MEM_ARRAY, estimate);
+        cs_real.cuArrayDestroy(*pHandle);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *desc)
+{
+    CS_ENTER(cuArray3DCreate_v2);
+    int dev = cs__current_device();
+    if (!pHandle || !desc || dev < 0)
+        return cs_real.cuArray3DCreate_v2(pHandle, desc);
+    uint64_t estimate = extent_bytes(desc->Width, desc->Height, desc->Depth, desc->NumChannels,
+                                     desc->Format);
+    CUresult r = cs__admit(dev, CS_MEM_ARRAY, estimate);
+    if (r != CUDA_SUCCESS)
+        return r;
+    r = cs_real.cuArray3DCreate_v2(pHandle, desc);
+    if (r != CUDA_SUCCESS) {
+        cs__give_back(dev, CS_MEM_ARRAY, estimate);
+        return r;
+    }
+    if (settle_array(*pHandle, NULL, dev, estimate) != CUDA_SUCCESS) {
+        cs__give_back(dev, CS_MEM_ARRAY, estimate);
+        cs_real.cuArrayDestroy(*pHandle);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMipmappedArrayCreate(CUmipmappedArray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *desc,
+                                        unsigned int numMipmapLevels)
+{
+    CS_ENTER(cuMipmappedArrayCreate);
+    int dev = cs__current_device();
+    if (!pHandle || !desc || dev < 0)
+        return cs_real.cuMipmappedArrayCreate(pHandle, desc, numMipmapLevels);
+    uint64_t estimate = mipmap_bytes(desc, numMipmapLevels);
+    CUresult r = cs__admit(dev, CS_MEM_ARRAY, estimate);
+    if (r != CUDA_SUCCESS)
+        return r;
+    r = cs_real.cuMipmappedArrayCreate(pHandle, desc, numMipmapLevels);
+    if (r != CUDA_SUCCESS) {
+        cs__give_back(dev, CS_MEM_ARRAY, estimate);
+        return r;
+    }
+    if (settle_array(NULL, *pHandle, dev, estimate) != CUDA_SUCCESS) {
+        cs__give_back(dev, CS_MEM_ARRAY, estimate);
+        cs_real.cuMipmappedArrayDestroy(*pHandle);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    return CUDA_SUCCESS;
+}
+
+static CUresult destroy_tracked(enum cs_track_kind kind, uint64_t key, CUresult (*destroy)(void *),
+                                void *handle)
+{
+    struct cs_tracked t;
+    int known = cs__track_take(kind, key, &t) == 0;
+    CUresult r = destroy(handle);
+    if (known) {
+        if (r == CUDA_SUCCESS)
+            cs__give_back(t.dev, t.cat, t.bytes);
+        else
+            cs__track_put(kind, key, &t);
+    }
+    return r;
+}
+
+static CUresult destroy_array(void *h) { return cs_real.cuArrayDestroy((CUarray)h); }
+static CUresult destroy_mipmap(void *h) { return cs_real.cuMipmappedArrayDestroy((CUmipmappedArray)h); }
+
+CUresult CUDAAPI cuArrayDestroy(CUarray hArray)
+{
+    CS_ENTER(cuArrayDestroy);
+    return destroy_tracked(CS_TRACK_ARRAY, (uint64_t)(uintptr_t)hArray, destroy_array, hArray);
+}
+
+CUresult CUDAAPI cuMipmappedArrayDestroy(CUmipmappedArray h)
+{
+    CS_ENTER(cuMipmappedArrayDestroy);
+    return destroy_tracked(CS_TRACK_MIPMAP, (uint64_t)(uintptr_t)h, destroy_mipmap, h);
+}

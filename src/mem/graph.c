@@ -1,0 +1,74 @@
+/*
+ * Graph memory nodes. The driver reserves graph memory per device when a
+ * graph with allocation nodes is launched and keeps it until
+ * cuDeviceGraphMemTrim. Rule: adding an allocation node is refused when
+ * its size alone would not fit the budget (early, clear error); the
+ * device's graph reservation is charged after each launch (settled like a
+ * pool) and given back as trims release it.
+ */
+#include <pthread.h>
+
+#include "mem/admit.h"
+
+static pthread_mutex_t graph_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t graph_charged[CS_MAX_DEVICES]; /* guarded by graph_lock */
+
+static void settle_device(int dev)
+{
+    cuuint64_t reserved = 0;
+    CUdevice d;
+    if (!cs_drv.cuDeviceGetGraphMemAttribute || !cs_drv.cuDeviceGet ||
+        cs_drv.cuDeviceGet(&d, dev) != CUDA_SUCCESS ||
+        cs_drv.cuDeviceGetGraphMemAttribute(d, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, &reserved) !=
+            CUDA_SUCCESS)
+        return;
+    pthread_mutex_lock(&graph_lock);
+    /* Graph memory is already resident when we see it grow: charge it even
+     * past the budget rather than lose it; later admissions see it. */
+    if (reserved > graph_charged[dev]) {
+        if (cs__admit(dev, CS_MEM_GRAPH, reserved - graph_charged[dev]) == CUDA_SUCCESS)
+            graph_charged[dev] = reserved;
+    } else if (reserved < graph_charged[dev]) {
+        cs__give_back(dev, CS_MEM_GRAPH, graph_charged[dev] - reserved);
+        graph_charged[dev] = reserved;
+    }
+    pthread_mutex_unlock(&graph_lock);
+}
+
+void cs__graph_settle(void)
+{
+    for (int d = 0; d < CS_MAX_DEVICES; d++)
+        if (__atomic_load_n(&graph_charged[d], __ATOMIC_RELAXED))
+            settle_device(d);
+}
+
+void cs__graph_after_launch(void)
+{
+    int dev = cs__current_device();
+    if (dev >= 0)
+        settle_device(dev);
+}
+
+CUresult CUDAAPI cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                        const CUgraphNode *dependencies, size_t numDependencies,
+                                        CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams)
+{
+    CS_ENTER(cuGraphAddMemAllocNode);
+    if (nodeParams && nodeParams->poolProps.location.type == CU_MEM_LOCATION_TYPE_DEVICE) {
+        int dev = nodeParams->poolProps.location.id;
+        uint64_t limit = dev >= 0 && dev < CS_MAX_DEVICES ? cs__device_limit(dev) : 0;
+        if (limit && nodeParams->bytesize > limit)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    return cs_real.cuGraphAddMemAllocNode(phGraphNode, hGraph, dependencies, numDependencies,
+                                          nodeParams);
+}
+
+CUresult CUDAAPI cuDeviceGraphMemTrim(CUdevice device)
+{
+    CS_ENTER(cuDeviceGraphMemTrim);
+    CUresult r = cs_real.cuDeviceGraphMemTrim(device);
+    if (r == CUDA_SUCCESS && device >= 0 && device < CS_MAX_DEVICES)
+        settle_device(device);
+    return r;
+}

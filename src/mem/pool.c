@@ -1,0 +1,193 @@
+/*
+ * Stream-ordered allocation. A pool's physical footprint is its reserved
+ * size, which grows in chunks and shrinks when the driver releases memory
+ * (at synchronisation, on trim, on destroy). Rule: each pool we allocate
+ * from carries a charge equal to the reserved size we last saw; every
+ * allocation reserves its size first (so growth can never overshoot),
+ * then the charge is settled to the pool's new reserved size. Frees,
+ * trims, destroys and refused admissions re-read the pools and give back
+ * what the driver released. Graph memory (graph.c) follows the same rule
+ * with the device's graph-memory reservation.
+ */
+#include <pthread.h>
+
+#include "core/log.h"
+#include "mem/admit.h"
+
+/* Serialises charge updates of one process's pools so a read of the
+ * reserved size and the charge it produces stay paired. Never held across
+ * an allocation call. */
+static pthread_mutex_t settle_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static uint64_t pool_reserved(CUmemoryPool pool)
+{
+    cuuint64_t v = 0;
+    if (!cs_drv.cuMemPoolGetAttribute ||
+        cs_drv.cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &v) != CUDA_SUCCESS)
+        return UINT64_MAX;
+    return v;
+}
+
+/* Settles `pool`'s charge to its reserved size, using `hold` bytes already
+ * reserved by the caller. CUDA_SUCCESS or OOM (charge unchanged, hold
+ * given back). */
+static CUresult settle_pool(CUmemoryPool pool, int dev, uint64_t hold)
+{
+    pthread_mutex_lock(&settle_lock);
+    struct cs_tracked t = {.bytes = 0, .dev = dev, .cat = CS_MEM_POOL};
+    cs__track_get(CS_TRACK_POOL, (uint64_t)(uintptr_t)pool, &t);
+    uint64_t reserved = pool_reserved(pool);
+    if (reserved == UINT64_MAX)
+        reserved = t.bytes + hold; /* cannot ask: keep what we reserved */
+    CUresult r = cs__adjust(t.dev, CS_MEM_POOL, t.bytes + hold, reserved);
+    if (r == CUDA_SUCCESS) {
+        t.bytes = reserved;
+        cs__track_put(CS_TRACK_POOL, (uint64_t)(uintptr_t)pool, &t);
+    } else {
+        cs__give_back(t.dev, CS_MEM_POOL, hold);
+    }
+    pthread_mutex_unlock(&settle_lock);
+    return r;
+}
+
+static CUmemoryPool current_pool(int dev)
+{
+    CUmemoryPool pool = NULL;
+    if (cs_drv.cuDeviceGetMemPool && cs_drv.cuDeviceGetMemPool(&pool, dev) == CUDA_SUCCESS)
+        return pool;
+    return NULL;
+}
+
+typedef CUresult(CUDAAPI *alloc_async_fn)(CUdeviceptr *, size_t, CUstream);
+typedef CUresult(CUDAAPI *alloc_pool_fn)(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
+typedef CUresult(CUDAAPI *free_async_fn)(CUdeviceptr, CUstream);
+
+static CUresult alloc_async(alloc_async_fn fn_dev, alloc_pool_fn fn_pool, free_async_fn fn_free,
+                            CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream s)
+{
+    int dev = cs__current_device();
+    if (!pool && dev >= 0)
+        pool = current_pool(dev);
+    if (!dptr || bytesize == 0 || dev < 0 || !pool)
+        return fn_pool ? fn_pool(dptr, bytesize, pool, s) : fn_dev(dptr, bytesize, s);
+    CUresult r = cs__admit(dev, CS_MEM_POOL, bytesize);
+    if (r != CUDA_SUCCESS)
+        return r;
+    r = fn_pool ? fn_pool(dptr, bytesize, pool, s) : fn_dev(dptr, bytesize, s);
+    if (r != CUDA_SUCCESS) {
+        cs__give_back(dev, CS_MEM_POOL, bytesize);
+        return r;
+    }
+    if (settle_pool(pool, dev, bytesize) != CUDA_SUCCESS) {
+        fn_free(*dptr, s);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+{
+    CS_ENTER(cuMemAllocAsync);
+    return alloc_async(cs_real.cuMemAllocAsync, NULL, cs_real.cuMemFreeAsync, dptr, bytesize, NULL,
+                       hStream);
+}
+
+CUresult CUDAAPI cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+{
+    CS_ENTER(cuMemAllocAsync_ptsz);
+    return alloc_async(cs_real.cuMemAllocAsync_ptsz, NULL, cs_real.cuMemFreeAsync_ptsz, dptr,
+                       bytesize, NULL, hStream);
+}
+
+CUresult CUDAAPI cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                         CUstream hStream)
+{
+    CS_ENTER(cuMemAllocFromPoolAsync);
+    return alloc_async(NULL, cs_real.cuMemAllocFromPoolAsync, cs_real.cuMemFreeAsync, dptr,
+                       bytesize, pool, hStream);
+}
+
+CUresult CUDAAPI cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
+                                              CUmemoryPool pool, CUstream hStream)
+{
+    CS_ENTER(cuMemAllocFromPoolAsync_ptsz);
+    return alloc_async(NULL, cs_real.cuMemAllocFromPoolAsync_ptsz, cs_real.cuMemFreeAsync_ptsz,
+                       dptr, bytesize, pool, hStream);
+}
+
+/* A synchronous cuMemAlloc pointer freed with cuMemFreeAsync is ours to
+ * give back; pool pointers only change the pool's reserved size later. */
+static CUresult free_async(free_async_fn fn, CUdeviceptr dptr, CUstream s)
+{
+    struct cs_tracked t;
+    int known = cs__track_take(CS_TRACK_PTR, dptr, &t) == 0;
+    CUresult r = fn(dptr, s);
+    if (known) {
+        if (r == CUDA_SUCCESS)
+            cs__give_back(t.dev, t.cat, t.bytes);
+        else
+            cs__track_put(CS_TRACK_PTR, dptr, &t);
+    }
+    return r;
+}
+
+CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
+{
+    CS_ENTER(cuMemFreeAsync);
+    return free_async(cs_real.cuMemFreeAsync, dptr, hStream);
+}
+
+CUresult CUDAAPI cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
+{
+    CS_ENTER(cuMemFreeAsync_ptsz);
+    return free_async(cs_real.cuMemFreeAsync_ptsz, dptr, hStream);
+}
+
+CUresult CUDAAPI cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
+{
+    CS_ENTER(cuMemPoolTrimTo);
+    CUresult r = cs_real.cuMemPoolTrimTo(pool, minBytesToKeep);
+    struct cs_tracked t;
+    if (r == CUDA_SUCCESS && cs__track_get(CS_TRACK_POOL, (uint64_t)(uintptr_t)pool, &t) == 0)
+        settle_pool(pool, t.dev, 0);
+    return r;
+}
+
+CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool)
+{
+    CS_ENTER(cuMemPoolDestroy);
+    CUresult r = cs_real.cuMemPoolDestroy(pool);
+    if (r == CUDA_SUCCESS) {
+        pthread_mutex_lock(&settle_lock);
+        cs__uncommit(CS_TRACK_POOL, (uint64_t)(uintptr_t)pool);
+        pthread_mutex_unlock(&settle_lock);
+    }
+    return r;
+}
+
+struct stale {
+    uint64_t key[64];
+    int dev[64];
+    int n;
+};
+
+static void collect_pool(uint64_t key, struct cs_tracked *t, void *ctx)
+{
+    struct stale *s = ctx;
+    if (s->n < 64) {
+        s->key[s->n] = key;
+        s->dev[s->n++] = t->dev;
+    }
+}
+
+void cs__graph_settle(void);
+
+void cs__pools_settle(void)
+{
+    struct stale s = {.n = 0};
+    cs__track_each(CS_TRACK_POOL, collect_pool, &s);
+    for (int i = 0; i < s.n; i++)
+        settle_pool((CUmemoryPool)(uintptr_t)s.key[i], s.dev[i], 0);
+    cs__graph_settle();
+    cs__ledger_reap(&cs_rt.ledger);
+}

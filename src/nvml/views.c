@@ -1,0 +1,131 @@
+/*
+ * The NVML view of a slice, so `nvidia-smi` and NVML-based monitors inside
+ * a slice show the slice: NVML devices are physical; we find the ledger
+ * device by UUID (recorded by any process of the tenant after cuInit),
+ * else by CUDA_VISIBLE_DEVICES (indices or UUIDs), else by index.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "core/uuid.h"
+#include "mem/admit.h"
+
+void cs__slice_view(int dev, uint64_t phys_total, uint64_t phys_free, uint64_t *total,
+                    uint64_t *free_out);
+
+
+static int by_ledger_uuid(const char *uuid)
+{
+    const struct cs_ledger_header *h = cs_rt.ledger.hdr;
+    for (int d = 0; d < CS_MAX_DEVICES; d++) {
+        if (__atomic_load_n(&h->uuid_state[d], __ATOMIC_ACQUIRE) != 2)
+            continue;
+        char s[CS_UUID_STRLEN];
+        cs__format_uuid(h->uuid[d], s);
+        if (!strcasecmp(s, uuid))
+            return d;
+    }
+    return -1;
+}
+
+/* Position of NVML device (index, uuid) in CUDA_VISIBLE_DEVICES, -1 if
+ * hidden, -2 if the variable is unset. */
+static int by_visible_devices(unsigned index, const char *uuid)
+{
+    const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
+    if (!cvd)
+        return -2;
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", cvd);
+    int pos = 0;
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save), pos++) {
+        while (*tok == ' ')
+            tok++;
+        if (!strncasecmp(tok, "GPU-", 4) ? !strncasecmp(uuid, tok, strlen(tok))
+                                         : (unsigned)atoi(tok) == index && *tok)
+            return pos < CS_MAX_DEVICES ? pos : -1;
+    }
+    return -1;
+}
+
+static int ledger_device_of(nvmlDevice_t device)
+{
+    char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = "";
+    unsigned index = 0;
+    if (cs__drv_load_nvml() || !cs_drv.nvmlDeviceGetUUID ||
+        cs_drv.nvmlDeviceGetUUID(device, uuid, sizeof uuid) != NVML_SUCCESS)
+        return -1;
+    int d = by_ledger_uuid(uuid);
+    if (d >= 0)
+        return d;
+    if (!cs_drv.nvmlDeviceGetIndex || cs_drv.nvmlDeviceGetIndex(device, &index) != NVML_SUCCESS)
+        return -1;
+    d = by_visible_devices(index, uuid);
+    if (d == -2)
+        d = index < CS_MAX_DEVICES ? (int)index : -1;
+    return d;
+}
+
+nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory)
+{
+    if (cs__init() || !cs_real.nvmlDeviceGetMemoryInfo)
+        return NVML_ERROR_UNINITIALIZED;
+    nvmlReturn_t r = cs_real.nvmlDeviceGetMemoryInfo(device, memory);
+    if (r != NVML_SUCCESS || !memory)
+        return r;
+    int d = ledger_device_of(device);
+    if (d < 0 || !cs__device_limit(d))
+        return r;
+    uint64_t total, free;
+    cs__slice_view(d, memory->total, memory->free, &total, &free);
+    memory->total = total;
+    memory->free = free;
+    memory->used = total - free;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory)
+{
+    if (cs__init() || !cs_real.nvmlDeviceGetMemoryInfo_v2)
+        return NVML_ERROR_UNINITIALIZED;
+    nvmlReturn_t r = cs_real.nvmlDeviceGetMemoryInfo_v2(device, memory);
+    if (r != NVML_SUCCESS || !memory)
+        return r;
+    int d = ledger_device_of(device);
+    if (d < 0 || !cs__device_limit(d))
+        return r;
+    uint64_t total, free;
+    cs__slice_view(d, memory->total, memory->free, &total, &free);
+    memory->total = total;
+    memory->free = free;
+    memory->reserved = 0;
+    memory->used = total - free;
+    return NVML_SUCCESS;
+}
+
+int cs__nvml_process_memory(const CUuuid *uuid, unsigned pid, unsigned long long *bytes)
+{
+    if (cs__drv_load_nvml() || !cs_drv.nvmlInit_v2 || cs_drv.nvmlInit_v2() != NVML_SUCCESS ||
+        !cs_drv.nvmlDeviceGetHandleByUUID || !cs_drv.nvmlDeviceGetComputeRunningProcesses_v3)
+        return -ENOSYS;
+    char s[CS_UUID_STRLEN];
+    cs__format_uuid((const uint8_t *)uuid->bytes, s);
+    nvmlDevice_t dev;
+    if (cs_drv.nvmlDeviceGetHandleByUUID(s, &dev) != NVML_SUCCESS)
+        return -ENODEV;
+    nvmlProcessInfo_t infos[256];
+    unsigned n = 256;
+    if (cs_drv.nvmlDeviceGetComputeRunningProcesses_v3(dev, &n, infos) != NVML_SUCCESS)
+        return -EIO;
+    for (unsigned i = 0; i < n && i < 256; i++) {
+        if (infos[i].pid == pid) {
+            *bytes = infos[i].usedGpuMemory;
+            return 0;
+        }
+    }
+    return -ESRCH;
+}

@@ -1,0 +1,33 @@
+# Tests of the test tool tests/fakecuda (fake libcuda.so.1 / libnvidia-ml.so.1,
+# never shipped). Each is fast (< 2 s) and runs in the sanitizer build too.
+set(FAKECUDA_TEST_DIR ${CMAKE_CURRENT_LIST_DIR}/fakecuda)
+
+function(fakecuda_test name source)
+  cs_add_test(${name} SOURCES ${FAKECUDA_TEST_DIR}/${source} LABELS fakecuda sanitize tsan ${ARGN})
+  target_compile_definitions(${name} PRIVATE FAKECUDA_DIR="${CMAKE_BINARY_DIR}/fakecuda")
+endfunction()
+
+# dlopen()s the built fakes and dlsym()s every row of hooks.def / drv.def.
+fakecuda_test(fake_exports_every_hook test_fake_exports.c)
+fakecuda_test(fake_procaddress test_fake_procaddress.c)
+fakecuda_test(fake_multiprocess_memory test_fake_multiprocess_memory.c
+  LIBS fakecuda_driver fakecuda_nvml)
+fakecuda_test(fake_time_model test_fake_time_model.c
+  LIBS fakecuda_driver fakecuda_nvml)
+fakecuda_test(fake_visible_devices test_fake_visible_devices.c
+  LIBS fakecuda_driver fakecuda_nvml)
+fakecuda_test(fake_memory_kinds test_fake_memory_kinds.c
+  LIBS fakecuda_driver fakecuda_nvml
+  ENV FAKECUDA_FAIL_cuMemAllocManaged=2 FAKECUDA_NVML_PID_OFFSET=100000)
+fakecuda_test(fake_threads test_fake_threads.c LIBS fakecuda_driver fakecuda_nvml)
+
+# The checked-in cuGetProcAddress table matches what gen_procs.py derives
+# from this toolkit's cudaTypedefs.h.
+find_package(Python3 COMPONENTS Interpreter QUIET)
+if(Python3_Interpreter_FOUND)
+  add_test(NAME fake_procs_table_current
+    COMMAND sh -c "\"$0\" \"$1\" \"$2\" | diff -u \"$3\" -"
+      ${Python3_EXECUTABLE} ${FAKECUDA_TEST_DIR}/gen_procs.py
+      ${CUDA_HOME}/include/cudaTypedefs.h ${FAKECUDA_TEST_DIR}/fake_procs.h)
+  set_tests_properties(fake_procs_table_current PROPERTIES LABELS fakecuda TIMEOUT 60)
+endif()

@@ -1,0 +1,471 @@
+/*
+ * TEST TOOL (tests/fakecuda), never shipped: the part of the fake CUDA
+ * driver and fake NVML that both libraries compile in: configuration from
+ * the environment, the shared state mapping, call counters and injected
+ * failures, memory accounting in the process table, the GPU timeline.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fake_internal.h"
+
+struct fc_config fc_cfg;
+struct fakecuda_state *fc_S;
+
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+/* Which fake library this copy of the file is compiled into. */
+#ifdef FAKECUDA_NVML
+static const enum fc_lib g_lib = FC_LIB_NVML;
+#else
+static const enum fc_lib g_lib = FC_LIB_DRIVER;
+#endif
+static int g_init_rc;
+
+static uint64_t env_u64(const char *name, uint64_t def, int bytes)
+{
+    const char *s = getenv(name);
+    if (!s || !*s)
+        return def;
+    if (bytes) {
+        if (!strcmp(s, "0"))
+            return 0;
+        uint64_t v = fakecuda_parse_bytes(s);
+        return v ? v : def;
+    }
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    return errno || *end ? def : v;
+}
+
+static void read_config(void)
+{
+    fc_cfg.ctx_cost_us = env_u64("FAKECUDA_CTX_COST_US", 0, 0);
+    fc_cfg.ctx_bytes = env_u64("FAKECUDA_CTX_BYTES", 0, 1);
+    fc_cfg.ns_per_block = env_u64("FAKECUDA_NS_PER_BLOCK", 1000, 0);
+    fc_cfg.graph_ns = env_u64("FAKECUDA_GRAPH_US", 100, 0) * 1000;
+    fc_cfg.util_window_ns = env_u64("FAKECUDA_UTIL_WINDOW_MS", 1000, 0) * 1000000ULL;
+    if (!fc_cfg.util_window_ns)
+        fc_cfg.util_window_ns = 1000000000ULL;
+    const char *s = getenv("FAKECUDA_NVML_PID_OFFSET");
+    fc_cfg.nvml_pid_offset = s ? strtol(s, NULL, 10) : 0;
+    fc_cfg.driver_version = (int)env_u64("FAKECUDA_DRIVER_VERSION", 13000, 0);
+    s = getenv("FAKECUDA_NVML_DRIVER_VERSION");
+    snprintf(fc_cfg.nvml_driver_version, sizeof(fc_cfg.nvml_driver_version), "%s",
+             s && *s ? s : "580.159.04");
+    for (int c = 0; c < FAKECUDA_CALL_COUNT; c++) {
+        char name[128];
+        const char *cn = fakecuda_call_name(c);
+        snprintf(name, sizeof(name), "FAKECUDA_FAIL_%s", cn);
+        s = getenv(name);
+        fc_cfg.fail[c] = s && *s ? (int)strtol(s, NULL, 0) : 0;
+        fc_cfg.hook_of_call[c] = -1;
+        for (int h = 0; h < FAKECUDA_HOOK_COUNT; h++)
+            if (!strcmp(cn, fakecuda_hook_name(h)))
+                fc_cfg.hook_of_call[c] = h;
+    }
+}
+
+/* Without FAKECUDA_STATE, the two fake libraries of one process share one
+ * anonymous mapping: ask the other one (if loaded) for its mapping. */
+static struct fakecuda_state *peer_state(void)
+{
+    const char *lib = g_lib == FC_LIB_DRIVER ? "libnvidia-ml.so.1" : "libcuda.so.1";
+    const char *fn = g_lib == FC_LIB_DRIVER ? "fakecuda_nvml_state" : "fakecuda_driver_state";
+    void *h = dlopen(lib, RTLD_LAZY | RTLD_NOLOAD);
+    if (!h)
+        return NULL;
+    struct fakecuda_state *(*get)(void) = (struct fakecuda_state * (*)(void)) dlsym(h, fn);
+    struct fakecuda_state *s = get ? get() : NULL;
+    dlclose(h);
+    return s;
+}
+
+static void init_once(void)
+{
+    read_config();
+    const char *path = getenv("FAKECUDA_STATE");
+    struct fakecuda_state *s;
+    if (path && *path) {
+        s = fakecuda_state_open(path);
+        if (!s)
+            fprintf(stderr, "fakecuda: cannot use FAKECUDA_STATE=%s: %s\n", path,
+                    strerror(errno));
+    } else {
+        s = peer_state();
+        if (!s)
+            s = fakecuda_state_create_anon();
+        if (!s)
+            fprintf(stderr, "fakecuda: cannot map the device state: %s\n", strerror(errno));
+    }
+    if (s && (s->nhooks != FAKECUDA_HOOK_COUNT || s->ncalls != FAKECUDA_CALL_COUNT)) {
+        fprintf(stderr, "fakecuda: state %s was created by another build of the fake\n",
+                path ? path : "(anonymous)");
+        s = NULL;
+    }
+    __atomic_store_n(&fc_S, s, __ATOMIC_RELEASE);
+    g_init_rc = s ? 0 : -1;
+}
+
+int fc_common_init(enum fc_lib lib)
+{
+    (void)lib; /* fixed at compile time: g_lib */
+    pthread_once(&g_once, init_once);
+    return g_init_rc;
+}
+
+struct fakecuda_state *fc_state_peek(void)
+{
+    return __atomic_load_n(&fc_S, __ATOMIC_ACQUIRE);
+}
+
+int fc_count(enum fakecuda_call c)
+{
+    __atomic_fetch_add(&fc_S->calls[c], 1, __ATOMIC_RELAXED);
+    int h = fc_cfg.hook_of_call[c];
+    if (h >= 0)
+        __atomic_fetch_add(&fc_S->hook_calls[h], 1, __ATOMIC_RELAXED);
+    return fc_cfg.fail[c];
+}
+
+uint64_t fc_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+void fc_sleep_until(uint64_t ns)
+{
+    struct timespec ts = {(time_t)(ns / 1000000000ULL), (long)(ns % 1000000000ULL)};
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
+    }
+}
+
+/* ---- process table ------------------------------------------------------ */
+
+static int g_slot = -1;  /* index of this process's entry */
+static int g_slot_pid;   /* pid that claimed g_slot (fork resets by mismatch) */
+
+int fc_pid_alive(int pid)
+{
+    return pid > 0 && (kill(pid, 0) == 0 || errno != ESRCH);
+}
+
+static void sub64(uint64_t *p, uint64_t v)
+{
+    if (v)
+        __atomic_fetch_sub(p, v, __ATOMIC_ACQ_REL);
+}
+
+/* Uncharges everything of entry p and frees it. Caller holds fc_S->lock. */
+static void proc_drop_locked(struct fakecuda_proc *p)
+{
+    int pid = p->pid;
+    for (int d = 0; d < FAKECUDA_MAX_DEVICES; d++) {
+        struct fakecuda_device *D = &fc_S->dev[d];
+        for (int k = 0; k < FAKECUDA_KIND_COUNT; k++)
+            sub64(&D->used_by_kind[k], __atomic_exchange_n(&p->kind_used[d][k], 0, __ATOMIC_ACQ_REL));
+        uint64_t u = __atomic_exchange_n(&p->used[d], 0, __ATOMIC_ACQ_REL);
+        if (u) {
+            sub64(&D->used, u);
+            __atomic_fetch_add(&D->frees, 1, __ATOMIC_RELAXED);
+        }
+        sub64(&D->imported_bytes, __atomic_exchange_n(&p->imported[d], 0, __ATOMIC_ACQ_REL));
+    }
+    for (int i = 0; i < FAKECUDA_MAX_EXPORTS; i++) {
+        struct fakecuda_export *e = &fc_S->exports[i];
+        if (e->kind != FAKECUDA_EXPORT_FREE && e->pid == pid)
+            __atomic_store_n(&e->kind, FAKECUDA_EXPORT_FREE, __ATOMIC_RELEASE);
+    }
+    memset(p->busy_ns, 0, sizeof(p->busy_ns));
+    memset(p->launches, 0, sizeof(p->launches));
+    __atomic_store_n(&p->ctx_mask, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&p->pid, 0, __ATOMIC_RELEASE);
+}
+
+static void reap_locked(int self)
+{
+    for (int i = 0; i < FAKECUDA_MAX_PROCS; i++) {
+        struct fakecuda_proc *p = &fc_S->proc[i];
+        if (p->pid && p->pid != self && !fc_pid_alive(p->pid))
+            proc_drop_locked(p);
+    }
+}
+
+void fc_reap_dead(void)
+{
+    fakecuda_lock(&fc_S->lock);
+    reap_locked(getpid());
+    fakecuda_unlock(&fc_S->lock);
+}
+
+struct fakecuda_proc *fc_proc_self(void)
+{
+    int pid = getpid();
+    int slot = __atomic_load_n(&g_slot, __ATOMIC_ACQUIRE);
+    if (slot >= 0 && __atomic_load_n(&g_slot_pid, __ATOMIC_ACQUIRE) == pid &&
+        fc_S->proc[slot].pid == pid)
+        return &fc_S->proc[slot];
+    fakecuda_lock(&fc_S->lock);
+    reap_locked(pid);
+    struct fakecuda_proc *p = NULL;
+    for (int i = 0; i < FAKECUDA_MAX_PROCS && !p; i++)
+        if (fc_S->proc[i].pid == pid) {
+            /* Ours if we claimed it (another thread raced us); a stale
+             * entry of a dead process with a reused pid otherwise. */
+            if (slot == i && g_slot_pid == pid)
+                p = &fc_S->proc[i];
+            else
+                proc_drop_locked(&fc_S->proc[i]);
+        }
+    for (int i = 0; i < FAKECUDA_MAX_PROCS && !p; i++)
+        if (!fc_S->proc[i].pid) {
+            p = &fc_S->proc[i];
+            memset(p, 0, sizeof(*p));
+            __atomic_store_n(&p->pid, pid, __ATOMIC_RELEASE);
+            __atomic_store_n(&g_slot_pid, pid, __ATOMIC_RELEASE);
+            __atomic_store_n(&g_slot, i, __ATOMIC_RELEASE);
+        }
+    fakecuda_unlock(&fc_S->lock);
+    if (!p)
+        fprintf(stderr, "fakecuda: process table full (%d entries)\n", FAKECUDA_MAX_PROCS);
+    return p;
+}
+
+void fc_proc_ctx(int dev, int on)
+{
+    struct fakecuda_proc *p = fc_proc_self();
+    if (!p)
+        return;
+    if (on) {
+        __atomic_fetch_or(&p->ctx_mask, 1u << dev, __ATOMIC_ACQ_REL);
+        return;
+    }
+    uint32_t left = __atomic_and_fetch(&p->ctx_mask, ~(1u << dev), __ATOMIC_ACQ_REL);
+    if (left)
+        return;
+    /* No context left: the entry goes, unless memory is still charged to
+     * (or imported by) it, which later releases must find. */
+    for (int d = 0; d < FAKECUDA_MAX_DEVICES; d++)
+        if (__atomic_load_n(&p->used[d], __ATOMIC_ACQUIRE) ||
+            __atomic_load_n(&p->imported[d], __ATOMIC_ACQUIRE))
+            return;
+    fc_proc_drop_self();
+}
+
+void fc_proc_drop_self(void)
+{
+    if (!fc_S)
+        return;
+    int pid = getpid();
+    fakecuda_lock(&fc_S->lock);
+    for (int i = 0; i < FAKECUDA_MAX_PROCS; i++)
+        if (fc_S->proc[i].pid == pid)
+            proc_drop_locked(&fc_S->proc[i]);
+    __atomic_store_n(&g_slot, -1, __ATOMIC_RELEASE);
+    fakecuda_unlock(&fc_S->lock);
+}
+
+static void atomic_max(uint64_t *p, uint64_t v)
+{
+    uint64_t cur = __atomic_load_n(p, __ATOMIC_RELAXED);
+    while (cur < v && !__atomic_compare_exchange_n(p, &cur, v, 1, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+    }
+}
+
+int fc_charge(int dev, uint64_t bytes, enum fakecuda_kind kind)
+{
+    if (!bytes)
+        return 0;
+    struct fakecuda_device *D = &fc_S->dev[dev];
+    struct fakecuda_proc *p = fc_proc_self();
+    if (!p)
+        return -1;
+    uint64_t cur = __atomic_load_n(&D->used, __ATOMIC_ACQUIRE), next;
+    do {
+        next = cur + bytes;
+        if (next < cur || next > D->total) {
+            __atomic_fetch_add(&D->failed_allocs, 1, __ATOMIC_RELAXED);
+            return -1;
+        }
+    } while (!__atomic_compare_exchange_n(&D->used, &cur, next, 1, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE));
+    atomic_max(&D->peak_used, next);
+    __atomic_fetch_add(&D->used_by_kind[kind], bytes, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&D->allocs, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&p->used[dev], bytes, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&p->kind_used[dev][kind], bytes, __ATOMIC_RELAXED);
+    return 0;
+}
+
+void fc_uncharge(int dev, uint64_t bytes, enum fakecuda_kind kind)
+{
+    if (!bytes)
+        return;
+    struct fakecuda_device *D = &fc_S->dev[dev];
+    int pid = getpid();
+    int slot = g_slot;
+    /* Only while our entry still exists: a dropped entry was uncharged. */
+    if (slot < 0 || g_slot_pid != pid || fc_S->proc[slot].pid != pid)
+        return;
+    struct fakecuda_proc *p = &fc_S->proc[slot];
+    sub64(&p->used[dev], bytes);
+    sub64(&p->kind_used[dev][kind], bytes);
+    sub64(&D->used_by_kind[kind], bytes);
+    sub64(&D->used, bytes);
+    __atomic_fetch_add(&D->frees, 1, __ATOMIC_RELAXED);
+}
+
+void fc_import_add(int dev, int64_t bytes)
+{
+    struct fakecuda_proc *p = fc_proc_self();
+    if (!p || !bytes)
+        return;
+    struct fakecuda_device *D = &fc_S->dev[dev];
+    if (bytes > 0) {
+        __atomic_fetch_add(&p->imported[dev], (uint64_t)bytes, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&D->imported_bytes, (uint64_t)bytes, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&D->imports, 1, __ATOMIC_RELAXED);
+    } else {
+        sub64(&p->imported[dev], (uint64_t)-bytes);
+        sub64(&D->imported_bytes, (uint64_t)-bytes);
+    }
+}
+
+/* ---- export slots ------------------------------------------------------- */
+
+int fc_export_new(int kind, int dev, uint64_t size, uint64_t ptr, uint64_t *gen)
+{
+    int slot = -1;
+    fakecuda_lock(&fc_S->lock);
+    for (int i = 0; i < FAKECUDA_MAX_EXPORTS; i++) {
+        struct fakecuda_export *e = &fc_S->exports[i];
+        if (e->kind == FAKECUDA_EXPORT_FREE) {
+            e->pid = getpid();
+            e->device = (uint32_t)dev;
+            e->size = size;
+            e->ptr = ptr;
+            e->importers = 0;
+            e->imports = 0;
+            *gen = ++e->generation;
+            __atomic_store_n(&e->kind, (uint32_t)kind, __ATOMIC_RELEASE);
+            slot = i;
+            break;
+        }
+    }
+    fakecuda_unlock(&fc_S->lock);
+    return slot;
+}
+
+void fc_export_free(int slot, uint64_t gen)
+{
+    if (slot < 0 || slot >= FAKECUDA_MAX_EXPORTS)
+        return;
+    fakecuda_lock(&fc_S->lock);
+    struct fakecuda_export *e = &fc_S->exports[slot];
+    if (e->generation == gen && e->pid == getpid())
+        __atomic_store_n(&e->kind, FAKECUDA_EXPORT_FREE, __ATOMIC_RELEASE);
+    fakecuda_unlock(&fc_S->lock);
+}
+
+int fc_export_get(int slot, uint64_t gen, struct fakecuda_export *out)
+{
+    if (slot < 0 || slot >= FAKECUDA_MAX_EXPORTS)
+        return -1;
+    int rc = -1;
+    fakecuda_lock(&fc_S->lock);
+    reap_locked(getpid());
+    struct fakecuda_export *e = &fc_S->exports[slot];
+    if (e->kind != FAKECUDA_EXPORT_FREE && e->generation == gen) {
+        *out = *e;
+        rc = 0;
+    }
+    fakecuda_unlock(&fc_S->lock);
+    return rc;
+}
+
+void fc_export_importers(int slot, uint64_t gen, int delta)
+{
+    if (slot < 0 || slot >= FAKECUDA_MAX_EXPORTS)
+        return;
+    fakecuda_lock(&fc_S->lock);
+    struct fakecuda_export *e = &fc_S->exports[slot];
+    if (e->generation == gen) {
+        if (delta > 0) {
+            e->importers++;
+            e->imports++;
+        } else if (e->importers) {
+            e->importers--;
+        }
+    }
+    fakecuda_unlock(&fc_S->lock);
+}
+
+/* ---- timeline ----------------------------------------------------------- */
+
+uint64_t fc_schedule(int dev, uint64_t not_before, uint64_t dur)
+{
+    struct fakecuda_device *D = &fc_S->dev[dev];
+    int pid = getpid();
+    uint64_t now = fc_now_ns();
+    fakecuda_lock(&D->lock);
+    uint64_t start = now;
+    uint64_t busy = __atomic_load_n(&D->busy_until_ns, __ATOMIC_ACQUIRE);
+    if (busy > start)
+        start = busy;
+    if (not_before > start)
+        start = not_before;
+    uint64_t end = start + dur;
+    if (dur) {
+        __atomic_store_n(&D->busy_until_ns, end, __ATOMIC_RELEASE);
+        uint64_t h = D->ring_head;
+        struct fakecuda_interval *last = h ? &D->ring[(h - 1) % FAKECUDA_RING] : NULL;
+        if (last && last->pid == pid && last->end_ns == start) {
+            last->end_ns = end;
+        } else {
+            struct fakecuda_interval *iv = &D->ring[h % FAKECUDA_RING];
+            iv->start_ns = start;
+            iv->end_ns = end;
+            iv->pid = pid;
+            __atomic_store_n(&D->ring_head, h + 1, __ATOMIC_RELEASE);
+        }
+    }
+    fakecuda_unlock(&D->lock);
+    __atomic_fetch_add(&D->launches, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&D->busy_ns, dur, __ATOMIC_RELAXED);
+    struct fakecuda_proc *p = fc_proc_self();
+    if (p) {
+        __atomic_fetch_add(&p->busy_ns[dev], dur, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&p->launches[dev], 1, __ATOMIC_RELAXED);
+    }
+    return end;
+}
+
+uint64_t fc_busy_in_window(int dev, int pid, uint64_t from, uint64_t to)
+{
+    struct fakecuda_device *D = &fc_S->dev[dev];
+    uint64_t sum = 0;
+    fakecuda_lock(&D->lock);
+    uint64_t h = D->ring_head;
+    for (uint64_t n = 0; n < FAKECUDA_RING && n < h; n++) {
+        const struct fakecuda_interval *iv = &D->ring[(h - 1 - n) % FAKECUDA_RING];
+        if (iv->end_ns <= from)
+            break;
+        if (pid && iv->pid != pid)
+            continue;
+        uint64_t s = iv->start_ns > from ? iv->start_ns : from;
+        uint64_t e = iv->end_ns < to ? iv->end_ns : to;
+        if (e > s)
+            sum += e - s;
+    }
+    fakecuda_unlock(&D->lock);
+    return sum;
+}

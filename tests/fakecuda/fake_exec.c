@@ -1,0 +1,647 @@
+/*
+ * TEST TOOL (tests/fakecuda), never shipped: execution in the fake
+ * libcuda.so.1: modules and kernels, launches on the simulated GPU
+ * timeline, streams and events.
+ *
+ * Time model: a kernel lasts gridDimX*gridDimY*gridDimZ*FAKECUDA_NS_PER_BLOCK
+ * ns, a graph launch FAKECUDA_GRAPH_US us. Each physical device is one
+ * timeline shared by every process (fake_common.c, fc_schedule): work starts
+ * at max(now, device busy-until, stream tail). Launches return at once;
+ * synchronisation sleeps until the tail has passed.
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fake_internal.h"
+
+/* Per-thread default stream: one per thread, for the current context. */
+static __thread struct {
+    struct fc_ctx *ctx;
+    uint64_t tail;
+} tls_pt;
+
+static void obj_free(struct fc_obj *o)
+{
+    fc_obj_del(o);
+    free(o);
+}
+
+static int ctx_live(struct fc_ctx *c)
+{
+    return c && fc_obj_get(c, FC_T_CTX) && c->active;
+}
+
+CUresult fc_stream_resolve(CUstream h, int ptsz, struct fc_sref *out)
+{
+    memset(out, 0, sizeof(*out));
+    int legacy = h == CU_STREAM_LEGACY || (!h && !ptsz);
+    int per_thread = h == CU_STREAM_PER_THREAD || (!h && ptsz);
+    if (legacy || per_thread) {
+        struct fc_ctx *c;
+        CUresult r = fc_cur_ctx(&c);
+        if (r != CUDA_SUCCESS)
+            return r;
+        out->ctx = c;
+        if (legacy) {
+            out->tail = &c->tail_ns; /* the legacy stream waits for all work of the context */
+        } else {
+            if (tls_pt.ctx != c) {
+                tls_pt.ctx = c;
+                tls_pt.tail = 0;
+            }
+            out->tail = &tls_pt.tail;
+        }
+        return CUDA_SUCCESS;
+    }
+    struct fc_stream *s = (struct fc_stream *)fc_obj_get(h, FC_T_STREAM);
+    if (!s)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (!ctx_live(s->o.ctx))
+        return CUDA_ERROR_CONTEXT_IS_DESTROYED;
+    out->ctx = s->o.ctx;
+    out->tail = &s->tail_ns;
+    out->stream = s;
+    return CUDA_SUCCESS;
+}
+
+/* Puts `dur` ns on the stream's device timeline (under fc_mu). */
+static void enqueue(struct fc_sref *s, uint64_t dur)
+{
+    uint64_t end = fc_schedule(s->ctx->o.phys, *s->tail, dur);
+    *s->tail = end;
+    if (end > s->ctx->tail_ns)
+        s->ctx->tail_ns = end;
+}
+
+/* ---- modules and kernels ------------------------------------------------- */
+
+struct fc_module {
+    struct fc_obj o;
+};
+
+struct fc_func {
+    struct fc_obj o; /* owner: module or library */
+};
+
+static CUresult module_new(CUmodule *out)
+{
+    fc_lock();
+    struct fc_ctx *c;
+    CUresult r = fc_cur_ctx(&c);
+    struct fc_module *m = NULL;
+    if (r == CUDA_SUCCESS && !(m = calloc(1, sizeof(*m))))
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    if (r == CUDA_SUCCESS) {
+        fc_obj_add(&m->o, FC_T_MODULE, c->o.phys, c, NULL);
+        *out = (CUmodule)m;
+    }
+    fc_unlock();
+    return r;
+}
+
+FC_EXPORT CUresult CUDAAPI cuModuleLoad(CUmodule *module, const char *fname)
+{
+    FC_BEGIN(cuModuleLoad);
+    if (!module || !fname)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (access(fname, R_OK))
+        return CUDA_ERROR_FILE_NOT_FOUND;
+    return module_new(module);
+}
+
+FC_EXPORT CUresult CUDAAPI cuModuleLoadData(CUmodule *module, const void *image)
+{
+    FC_BEGIN(cuModuleLoadData);
+    if (!module || !image)
+        return CUDA_ERROR_INVALID_VALUE;
+    return module_new(module);
+}
+
+FC_EXPORT CUresult CUDAAPI cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int numOptions,
+                                              CUjit_option *options, void **optionValues)
+{
+    FC_BEGIN(cuModuleLoadDataEx);
+    if (!module || !image || (numOptions && (!options || !optionValues)))
+        return CUDA_ERROR_INVALID_VALUE;
+    return module_new(module);
+}
+
+static CUresult func_new(void *owner, int owner_type, int type, const char *name, void **out)
+{
+    if (!out || !name)
+        return CUDA_ERROR_INVALID_VALUE;
+    fc_lock();
+    struct fc_obj *o = fc_obj_get(owner, owner_type);
+    struct fc_func *f = o ? calloc(1, sizeof(*f)) : NULL;
+    CUresult r = !o ? CUDA_ERROR_INVALID_HANDLE : !f ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+    if (r == CUDA_SUCCESS) {
+        fc_obj_add(&f->o, type, o->phys, o->ctx, o);
+        *out = f;
+    }
+    fc_unlock();
+    return r;
+}
+
+FC_EXPORT CUresult CUDAAPI cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
+{
+    FC_BEGIN(cuModuleGetFunction);
+    return func_new(hmod, FC_T_MODULE, FC_T_FUNC, name, (void **)hfunc);
+}
+
+static void free_owned(void *owner, int type)
+{
+    struct fc_obj *objs[4096];
+    size_t n;
+    while ((n = fc_obj_collect(objs, 4096, type, NULL, owner, -1)) > 0)
+        for (size_t i = 0; i < n && i < 4096; i++)
+            obj_free(objs[i]);
+}
+
+static CUresult unload(void *h, int type, int child_type)
+{
+    fc_lock();
+    struct fc_obj *o = fc_obj_get(h, type);
+    if (o) {
+        free_owned(o, child_type);
+        obj_free(o);
+    }
+    fc_unlock();
+    return o ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+FC_EXPORT CUresult CUDAAPI cuModuleUnload(CUmodule hmod)
+{
+    FC_BEGIN(cuModuleUnload);
+    return unload(hmod, FC_T_MODULE, FC_T_FUNC);
+}
+
+FC_EXPORT CUresult CUDAAPI cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_option *jitOptions,
+                                             void **jitOptionsValues, unsigned int numJitOptions,
+                                             CUlibraryOption *libraryOptions, void **libraryOptionValues,
+                                             unsigned int numLibraryOptions)
+{
+    FC_BEGIN(cuLibraryLoadData);
+    if (!library || !code || (numJitOptions && (!jitOptions || !jitOptionsValues)) ||
+        (numLibraryOptions && (!libraryOptions || !libraryOptionValues)))
+        return CUDA_ERROR_INVALID_VALUE;
+    struct fc_module *l = calloc(1, sizeof(*l)); /* context-independent */
+    if (!l)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    fc_lock();
+    fc_obj_add(&l->o, FC_T_LIB, -1, NULL, NULL);
+    fc_unlock();
+    *library = (CUlibrary)l;
+    return CUDA_SUCCESS;
+}
+
+FC_EXPORT CUresult CUDAAPI cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const char *name)
+{
+    FC_BEGIN(cuLibraryGetKernel);
+    return func_new(library, FC_T_LIB, FC_T_KERNEL, name, (void **)pKernel);
+}
+
+FC_EXPORT CUresult CUDAAPI cuLibraryUnload(CUlibrary library)
+{
+    FC_BEGIN(cuLibraryUnload);
+    return unload(library, FC_T_LIB, FC_T_KERNEL);
+}
+
+/* ---- launches ------------------------------------------------------------ */
+
+static CUresult launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                       unsigned bz, unsigned shmem, CUstream h, int ptsz, int coop)
+{
+    if (!gx || !gy || !gz || !bx || !by || !bz)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (gy > 65535 || gz > 65535 || bx > 1024 || by > 1024 || bz > 64 ||
+        (uint64_t)bx * by * bz > 1024 || shmem > 232448)
+        return CUDA_ERROR_INVALID_VALUE;
+    uint64_t blocks = (uint64_t)gx * gy * gz;
+    if (coop && blocks > 132ULL * 32)
+        return CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
+    fc_lock();
+    CUresult r = CUDA_SUCCESS;
+    if (!fc_obj_get(f, FC_T_FUNC) && !fc_obj_get(f, FC_T_KERNEL))
+        r = CUDA_ERROR_INVALID_HANDLE;
+    struct fc_sref s;
+    if (r == CUDA_SUCCESS)
+        r = fc_stream_resolve(h, ptsz, &s);
+    if (r == CUDA_SUCCESS)
+        enqueue(&s, blocks * fc_cfg.ns_per_block);
+    fc_unlock();
+    return r;
+}
+
+FC_EXPORT CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                                          unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
+                                          unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
+                                          void **kernelParams, void **extra)
+{
+    FC_BEGIN(cuLaunchKernel);
+    (void)kernelParams;
+    (void)extra;
+    return launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream,
+                  0, 0);
+}
+
+FC_EXPORT CUresult CUDAAPI cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                                               unsigned int gridDimZ, unsigned int blockDimX,
+                                               unsigned int blockDimY, unsigned int blockDimZ,
+                                               unsigned int sharedMemBytes, CUstream hStream,
+                                               void **kernelParams, void **extra)
+{
+    FC_BEGIN(cuLaunchKernel_ptsz);
+    (void)kernelParams;
+    (void)extra;
+    return launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream,
+                  1, 0);
+}
+
+static CUresult launch_ex(const CUlaunchConfig *config, CUfunction f, int ptsz)
+{
+    if (!config || (config->numAttrs && !config->attrs))
+        return CUDA_ERROR_INVALID_VALUE;
+    int coop = 0;
+    for (unsigned i = 0; i < config->numAttrs; i++)
+        if (config->attrs[i].id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE && config->attrs[i].value.cooperative)
+            coop = 1;
+    return launch(f, config->gridDimX, config->gridDimY, config->gridDimZ, config->blockDimX,
+                  config->blockDimY, config->blockDimZ, config->sharedMemBytes, config->hStream, ptsz, coop);
+}
+
+FC_EXPORT CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
+                                            void **extra)
+{
+    FC_BEGIN(cuLaunchKernelEx);
+    (void)kernelParams;
+    (void)extra;
+    return launch_ex(config, f, 0);
+}
+
+FC_EXPORT CUresult CUDAAPI cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f,
+                                                 void **kernelParams, void **extra)
+{
+    FC_BEGIN(cuLaunchKernelEx_ptsz);
+    (void)kernelParams;
+    (void)extra;
+    return launch_ex(config, f, 1);
+}
+
+FC_EXPORT CUresult CUDAAPI cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                                                     unsigned int gridDimZ, unsigned int blockDimX,
+                                                     unsigned int blockDimY, unsigned int blockDimZ,
+                                                     unsigned int sharedMemBytes, CUstream hStream,
+                                                     void **kernelParams)
+{
+    FC_BEGIN(cuLaunchCooperativeKernel);
+    (void)kernelParams;
+    return launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream,
+                  0, 1);
+}
+
+FC_EXPORT CUresult CUDAAPI cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX,
+                                                          unsigned int gridDimY, unsigned int gridDimZ,
+                                                          unsigned int blockDimX, unsigned int blockDimY,
+                                                          unsigned int blockDimZ, unsigned int sharedMemBytes,
+                                                          CUstream hStream, void **kernelParams)
+{
+    FC_BEGIN(cuLaunchCooperativeKernel_ptsz);
+    (void)kernelParams;
+    return launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream,
+                  1, 1);
+}
+
+static CUresult graph_launch(CUgraphExec x, CUstream h, int ptsz)
+{
+    fc_lock();
+    struct fc_sref s;
+    CUresult r = fc_stream_resolve(h, ptsz, &s);
+    if (r == CUDA_SUCCESS)
+        r = fc_graph_launch_memory(x);
+    if (r == CUDA_SUCCESS)
+        enqueue(&s, fc_cfg.graph_ns);
+    fc_unlock();
+    return r;
+}
+
+FC_EXPORT CUresult CUDAAPI cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
+{
+    FC_BEGIN(cuGraphLaunch);
+    return graph_launch(hGraphExec, hStream, 0);
+}
+
+FC_EXPORT CUresult CUDAAPI cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
+{
+    FC_BEGIN(cuGraphLaunch_ptsz);
+    return graph_launch(hGraphExec, hStream, 1);
+}
+
+/* ---- streams ------------------------------------------------------------- */
+
+static CUresult stream_create(CUstream *ph, unsigned flags, int prio)
+{
+    if (!ph || (flags & ~(unsigned)CU_STREAM_NON_BLOCKING))
+        return CUDA_ERROR_INVALID_VALUE;
+    fc_lock();
+    struct fc_ctx *c;
+    CUresult r = fc_cur_ctx(&c);
+    struct fc_stream *s = NULL;
+    if (r == CUDA_SUCCESS && !(s = calloc(1, sizeof(*s))))
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    if (r == CUDA_SUCCESS) {
+        s->flags = flags;
+        s->priority = prio < -5 ? -5 : prio > 0 ? 0 : prio;
+        fc_obj_add(&s->o, FC_T_STREAM, c->o.phys, c, NULL);
+        *ph = (CUstream)s;
+    }
+    fc_unlock();
+    return r;
+}
+
+FC_EXPORT CUresult CUDAAPI cuStreamCreate(CUstream *phStream, unsigned int Flags)
+{
+    FC_BEGIN(cuStreamCreate);
+    return stream_create(phStream, Flags, 0);
+}
+
+FC_EXPORT CUresult CUDAAPI cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags, int priority)
+{
+    FC_BEGIN(cuStreamCreateWithPriority);
+    return stream_create(phStream, flags, priority);
+}
+
+FC_EXPORT CUresult CUDAAPI cuStreamDestroy_v2(CUstream hStream)
+{
+    FC_BEGIN(cuStreamDestroy_v2);
+    fc_lock();
+    struct fc_obj *s = fc_obj_get(hStream, FC_T_STREAM);
+    if (s)
+        obj_free(s); /* pending work still completes on the device timeline */
+    fc_unlock();
+    return s ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+static CUresult stream_sync(CUstream h, int ptsz)
+{
+    fc_lock();
+    struct fc_sref s;
+    CUresult r = fc_stream_resolve(h, ptsz, &s);
+    uint64_t until = r == CUDA_SUCCESS ? *s.tail : 0;
+    int phys = r == CUDA_SUCCESS ? s.ctx->o.phys : -1;
+    fc_unlock();
+    if (r != CUDA_SUCCESS)
+        return r;
+    fc_sleep_until(until);
+    fc_lock();
+    fc_pools_sync_trim(phys);
+    fc_unlock();
+    return CUDA_SUCCESS;
+}
+
+FC_EXPORT CUresult CUDAAPI cuStreamSynchronize(CUstream hStream)
+{
+    FC_BEGIN(cuStreamSynchronize);
+    return stream_sync(hStream, 0);
+}
+
+FC_EXPORT CUresult CUDAAPI cuStreamSynchronize_ptsz(CUstream hStream)
+{
+    FC_BEGIN(cuStreamSynchronize_ptsz);
+    return stream_sync(hStream, 1);
+}
+
+static CUresult stream_query(CUstream h, int ptsz)
+{
+    fc_lock();
+    struct fc_sref s;
+    CUresult r = fc_stream_resolve(h, ptsz, &s);
+    if (r == CUDA_SUCCESS && *s.tail > fc_now_ns())
+        r = CUDA_ERROR_NOT_READY;
+    fc_unlock();
+    return r;
+}
+
+FC_EXPORT CUresult CUDAAPI cuStreamQuery(CUstream hStream)
+{
+    FC_BEGIN(cuStreamQuery);
+    return stream_query(hStream, 0);
+}
+
+FC_EXPORT CUresult CUDAAPI cuStreamQuery_ptsz(CUstream hStream)
+{
+    FC_BEGIN(cuStreamQuery_ptsz);
+    return stream_query(hStream, 1);
+}
+
+static CUresult stream_wait_event(CUstream h, CUevent ev, unsigned flags, int ptsz)
+{
+    if (flags & ~(unsigned)CU_EVENT_WAIT_EXTERNAL)
+        return CUDA_ERROR_INVALID_VALUE;
+    fc_lock();
+    struct fc_event *e = (struct fc_event *)fc_obj_get(ev, FC_T_EVENT);
+    struct fc_sref s;
+    CUresult r = e ? fc_stream_resolve(h, ptsz, &s) : CUDA_ERROR_INVALID_HANDLE;
+    if (r == CUDA_SUCCESS && e->recorded && e->ts_ns > *s.tail)
+        *s.tail = e->ts_ns;
+    fc_unlock();
+    return r;
+}
+
+FC_EXPORT CUresult CUDAAPI cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags)
+{
+    FC_BEGIN(cuStreamWaitEvent);
+    return stream_wait_event(hStream, hEvent, Flags, 0);
+}
+
+FC_EXPORT CUresult CUDAAPI cuStreamWaitEvent_ptsz(CUstream hStream, CUevent hEvent, unsigned int Flags)
+{
+    FC_BEGIN(cuStreamWaitEvent_ptsz);
+    return stream_wait_event(hStream, hEvent, Flags, 1);
+}
+
+static CUresult stream_get_ctx(CUstream h, CUcontext *pctx, int ptsz)
+{
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    fc_lock();
+    struct fc_sref s;
+    CUresult r = fc_stream_resolve(h, ptsz, &s);
+    if (r == CUDA_SUCCESS)
+        *pctx = (CUcontext)s.ctx;
+    fc_unlock();
+    return r;
+}
+
+FC_EXPORT CUresult CUDAAPI cuStreamGetCtx(CUstream hStream, CUcontext *pctx)
+{
+    FC_BEGIN(cuStreamGetCtx);
+    return stream_get_ctx(hStream, pctx, 0);
+}
+
+FC_EXPORT CUresult CUDAAPI cuStreamGetCtx_ptsz(CUstream hStream, CUcontext *pctx)
+{
+    FC_BEGIN(cuStreamGetCtx_ptsz);
+    return stream_get_ctx(hStream, pctx, 1);
+}
+
+/* ---- events -------------------------------------------------------------- */
+
+FC_EXPORT CUresult CUDAAPI cuEventCreate(CUevent *phEvent, unsigned int Flags)
+{
+    FC_BEGIN(cuEventCreate);
+    if (!phEvent || (Flags & ~(unsigned)(CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING |
+                                         CU_EVENT_INTERPROCESS)))
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((Flags & CU_EVENT_INTERPROCESS) && !(Flags & CU_EVENT_DISABLE_TIMING))
+        return CUDA_ERROR_INVALID_VALUE;
+    fc_lock();
+    struct fc_ctx *c;
+    CUresult r = fc_cur_ctx(&c);
+    struct fc_event *e = NULL;
+    if (r == CUDA_SUCCESS && !(e = calloc(1, sizeof(*e))))
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    if (r == CUDA_SUCCESS) {
+        e->flags = Flags;
+        fc_obj_add(&e->o, FC_T_EVENT, c->o.phys, c, NULL);
+        *phEvent = (CUevent)e;
+    }
+    fc_unlock();
+    return r;
+}
+
+static CUresult event_record(CUevent ev, CUstream h, unsigned flags, int ptsz)
+{
+    if (flags & ~(unsigned)CU_EVENT_RECORD_EXTERNAL)
+        return CUDA_ERROR_INVALID_VALUE;
+    fc_lock();
+    struct fc_event *e = (struct fc_event *)fc_obj_get(ev, FC_T_EVENT);
+    struct fc_sref s;
+    CUresult r = e ? fc_stream_resolve(h, ptsz, &s) : CUDA_ERROR_INVALID_HANDLE;
+    if (r == CUDA_SUCCESS) {
+        uint64_t now = fc_now_ns();
+        e->ts_ns = *s.tail > now ? *s.tail : now;
+        e->recorded = 1;
+    }
+    fc_unlock();
+    return r;
+}
+
+FC_EXPORT CUresult CUDAAPI cuEventRecord(CUevent hEvent, CUstream hStream)
+{
+    FC_BEGIN(cuEventRecord);
+    return event_record(hEvent, hStream, 0, 0);
+}
+
+FC_EXPORT CUresult CUDAAPI cuEventRecord_ptsz(CUevent hEvent, CUstream hStream)
+{
+    FC_BEGIN(cuEventRecord_ptsz);
+    return event_record(hEvent, hStream, 0, 1);
+}
+
+FC_EXPORT CUresult CUDAAPI cuEventRecordWithFlags(CUevent hEvent, CUstream hStream, unsigned int flags)
+{
+    FC_BEGIN(cuEventRecordWithFlags);
+    return event_record(hEvent, hStream, flags, 0);
+}
+
+FC_EXPORT CUresult CUDAAPI cuEventRecordWithFlags_ptsz(CUevent hEvent, CUstream hStream, unsigned int flags)
+{
+    FC_BEGIN(cuEventRecordWithFlags_ptsz);
+    return event_record(hEvent, hStream, flags, 1);
+}
+
+FC_EXPORT CUresult CUDAAPI cuEventQuery(CUevent hEvent)
+{
+    FC_BEGIN(cuEventQuery);
+    fc_lock();
+    struct fc_event *e = (struct fc_event *)fc_obj_get(hEvent, FC_T_EVENT);
+    CUresult r = !e ? CUDA_ERROR_INVALID_HANDLE
+                    : e->recorded && e->ts_ns > fc_now_ns() ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
+    fc_unlock();
+    return r;
+}
+
+FC_EXPORT CUresult CUDAAPI cuEventSynchronize(CUevent hEvent)
+{
+    FC_BEGIN(cuEventSynchronize);
+    fc_lock();
+    struct fc_event *e = (struct fc_event *)fc_obj_get(hEvent, FC_T_EVENT);
+    uint64_t until = e && e->recorded ? e->ts_ns : 0;
+    int phys = e ? e->o.phys : -1;
+    fc_unlock();
+    if (!e)
+        return CUDA_ERROR_INVALID_HANDLE;
+    fc_sleep_until(until);
+    fc_lock();
+    fc_pools_sync_trim(phys);
+    fc_unlock();
+    return CUDA_SUCCESS;
+}
+
+static CUresult elapsed(float *ms, CUevent a, CUevent b)
+{
+    if (!ms)
+        return CUDA_ERROR_INVALID_VALUE;
+    fc_lock();
+    struct fc_event *s = (struct fc_event *)fc_obj_get(a, FC_T_EVENT);
+    struct fc_event *e = (struct fc_event *)fc_obj_get(b, FC_T_EVENT);
+    CUresult r = CUDA_SUCCESS;
+    uint64_t now = fc_now_ns();
+    if (!s || !e || !s->recorded || !e->recorded ||
+        ((s->flags | e->flags) & CU_EVENT_DISABLE_TIMING))
+        r = CUDA_ERROR_INVALID_HANDLE;
+    else if (s->ts_ns > now || e->ts_ns > now)
+        r = CUDA_ERROR_NOT_READY;
+    else
+        *ms = (float)(((double)e->ts_ns - (double)s->ts_ns) / 1e6);
+    fc_unlock();
+    return r;
+}
+
+FC_EXPORT CUresult CUDAAPI cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd)
+{
+    FC_BEGIN(cuEventElapsedTime);
+    return elapsed(pMilliseconds, hStart, hEnd);
+}
+
+FC_EXPORT CUresult CUDAAPI cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart, CUevent hEnd)
+{
+    FC_BEGIN(cuEventElapsedTime_v2);
+    return elapsed(pMilliseconds, hStart, hEnd);
+}
+
+FC_EXPORT CUresult CUDAAPI cuEventDestroy_v2(CUevent hEvent)
+{
+    FC_BEGIN(cuEventDestroy_v2);
+    fc_lock();
+    struct fc_obj *e = fc_obj_get(hEvent, FC_T_EVENT);
+    if (e)
+        obj_free(e);
+    fc_unlock();
+    return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+/* ---- teardown ------------------------------------------------------------ */
+
+void fc_exec_ctx_teardown(struct fc_ctx *ctx)
+{
+    static const int types[] = {FC_T_STREAM, FC_T_EVENT, FC_T_FUNC, FC_T_MODULE};
+    struct fc_obj *objs[4096];
+    for (size_t t = 0; t < sizeof(types) / sizeof(types[0]); t++) {
+        size_t n;
+        while ((n = fc_obj_collect(objs, 4096, types[t], ctx, NULL, -1)) > 0)
+            for (size_t i = 0; i < n && i < 4096; i++)
+                obj_free(objs[i]);
+    }
+    if (tls_pt.ctx == ctx)
+        tls_pt.ctx = NULL;
+}
+
+void fc_exec_reset(void)
+{
+    tls_pt.ctx = NULL;
+    tls_pt.tail = 0;
+}

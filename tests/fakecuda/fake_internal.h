@@ -1,0 +1,209 @@
+/*
+ * TEST TOOL (tests/fakecuda), never shipped: internals shared by the sources
+ * of the fake libcuda.so.1 (fake_driver.c, fake_mem.c, fake_exec.c) and, for
+ * the common part (configuration, shared state, accounting, timeline), the
+ * fake libnvidia-ml.so.1 (fake_nvml.c). Everything declared here is hidden.
+ */
+#ifndef FAKECUDA_INTERNAL_H
+#define FAKECUDA_INTERNAL_H
+
+#define __CUDA_API_VERSION_INTERNAL 1
+#include <cuda.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fakecuda_state.h"
+
+#define FC_EXPORT __attribute__((visibility("default")))
+
+#define FC_GRANULE (2ULL << 20)     /* VMM granularity, array alignment */
+#define FC_POOL_CHUNK (32ULL << 20) /* stream-ordered pools reserve in these */
+
+#pragma GCC visibility push(hidden)
+
+/* ---- common: configuration, shared state, counters (fake_common.c) ----- */
+
+enum fc_lib { FC_LIB_DRIVER = 0, FC_LIB_NVML = 1 };
+
+struct fc_config {
+    uint64_t ctx_cost_us;     /* FAKECUDA_CTX_COST_US */
+    uint64_t ctx_bytes;       /* FAKECUDA_CTX_BYTES */
+    uint64_t ns_per_block;    /* FAKECUDA_NS_PER_BLOCK */
+    uint64_t graph_ns;        /* FAKECUDA_GRAPH_US * 1000 */
+    uint64_t util_window_ns;  /* FAKECUDA_UTIL_WINDOW_MS * 1e6 */
+    long nvml_pid_offset;     /* FAKECUDA_NVML_PID_OFFSET */
+    int driver_version;       /* FAKECUDA_DRIVER_VERSION */
+    char nvml_driver_version[80]; /* FAKECUDA_NVML_DRIVER_VERSION */
+    int fail[FAKECUDA_CALL_COUNT];       /* FAKECUDA_FAIL_<symbol> */
+    int hook_of_call[FAKECUDA_CALL_COUNT]; /* hooks.def row of an export, or -1 */
+};
+
+extern struct fc_config fc_cfg;
+extern struct fakecuda_state *fc_S;
+
+/* Reads the configuration and attaches the shared state, once per library
+ * instance. 0, or -1 when the state file cannot be used (message on stderr). */
+int fc_common_init(enum fc_lib lib);
+/* The mapping of this library instance, or NULL (never creates one). */
+struct fakecuda_state *fc_state_peek(void);
+
+/* Bumps the call counters of export `c`; returns its injected failure code
+ * (FAKECUDA_FAIL_<symbol>) or 0. */
+int fc_count(enum fakecuda_call c);
+
+uint64_t fc_now_ns(void);          /* CLOCK_MONOTONIC */
+void fc_sleep_until(uint64_t ns);  /* CLOCK_MONOTONIC absolute */
+
+/* Accounting (device index = physical). The calling process's entry in the
+ * process table is claimed on first use. fc_charge fails (-1) when the
+ * device would exceed its total; that bumps failed_allocs. */
+int fc_charge(int dev, uint64_t bytes, enum fakecuda_kind kind);
+void fc_uncharge(int dev, uint64_t bytes, enum fakecuda_kind kind);
+void fc_import_add(int dev, int64_t bytes);
+struct fakecuda_proc *fc_proc_self(void);
+/* Marks (on=1) or clears the context bit of this process on a device; the
+ * entry is dropped when no context bit remains. */
+void fc_proc_ctx(int dev, int on);
+/* Drops this process's entry: uncharges everything still charged to it
+ * (process teardown). */
+void fc_proc_drop_self(void);
+/* Reclaims entries of dead processes. */
+void fc_reap_dead(void);
+int fc_pid_alive(int pid);
+
+/* Export slots (shared state). */
+int fc_export_new(int kind, int dev, uint64_t size, uint64_t ptr, uint64_t *gen);
+void fc_export_free(int slot, uint64_t gen);
+/* Validates a slot/generation; fills kind/pid/dev/size. 0 or -1. */
+int fc_export_get(int slot, uint64_t gen, struct fakecuda_export *out);
+void fc_export_importers(int slot, uint64_t gen, int delta);
+
+/* GPU timeline of one physical device: schedules `dur` ns of work that may
+ * not start before `not_before`; returns its end (CLOCK_MONOTONIC ns). */
+uint64_t fc_schedule(int dev, uint64_t not_before, uint64_t dur);
+/* Busy ns of the timeline (pid 0: any process) inside [from, to). */
+uint64_t fc_busy_in_window(int dev, int pid, uint64_t from, uint64_t to);
+
+/* ---- driver: per-process objects (fake_driver.c) ------------------------ */
+
+enum fc_type {
+    FC_T_CTX = 1, FC_T_STREAM, FC_T_EVENT, FC_T_MODULE, FC_T_FUNC, FC_T_LIB,
+    FC_T_KERNEL, FC_T_ARRAY, FC_T_MIPMAP, FC_T_POOL, FC_T_VMM, FC_T_VA,
+    FC_T_MAP, FC_T_EXTMEM, FC_T_GRAPH, FC_T_GNODE, FC_T_GEXEC
+};
+
+struct fc_ctx;
+
+/* Header of every handle the fake gives out. Handles are validated by
+ * looking them up in a per-process hash set, never by dereferencing. */
+struct fc_obj {
+    struct fc_obj *hnext;
+    int type;
+    int phys;              /* physical device, -1 if none */
+    struct fc_ctx *ctx;    /* owning context (freed with it), or NULL */
+    void *owner;           /* parent object (module of a function, ...) */
+};
+
+struct fc_ctx {
+    struct fc_obj o;
+    struct fc_ctx *dead_next; /* destroyed contexts are kept, never reused */
+    int ordinal;
+    int primary;
+    int active;
+    int refs;              /* primary: retain count */
+    unsigned flags;
+    uint64_t tail_ns;      /* end of the last work of any stream of it */
+};
+
+struct fc_stream {
+    struct fc_obj o;
+    unsigned flags;
+    int priority;
+    uint64_t tail_ns;
+};
+
+struct fc_event {
+    struct fc_obj o;
+    unsigned flags;
+    int recorded;
+    uint64_t ts_ns;        /* completion time of the recorded point */
+};
+
+extern pthread_mutex_t fc_mu;   /* protects every per-process table */
+extern int fc_inited;           /* cuInit succeeded in this process */
+extern int fc_deinit;           /* process teardown started */
+extern int fc_nvis;             /* CUDA-visible devices */
+extern int fc_vis[FAKECUDA_MAX_DEVICES]; /* CUDA ordinal -> physical device */
+
+/* Entry of every driver export: init, counters, injected failure, and
+ * (need_init) CUDA_ERROR_NOT_INITIALIZED before cuInit. */
+CUresult fc_enter(enum fakecuda_call c, int need_init);
+#define FC_BEGIN(sym)                                                     \
+    do {                                                                  \
+        CUresult fc_r_ = fc_enter(FAKECUDA_CALL_##sym, 1);                \
+        if (fc_r_ != CUDA_SUCCESS)                                        \
+            return fc_r_;                                                 \
+    } while (0)
+#define FC_BEGIN_NOINIT(sym)                                              \
+    do {                                                                  \
+        CUresult fc_r_ = fc_enter(FAKECUDA_CALL_##sym, 0);                \
+        if (fc_r_ != CUDA_SUCCESS)                                        \
+            return fc_r_;                                                 \
+    } while (0)
+
+void fc_lock(void);
+void fc_unlock(void);
+
+void fc_obj_add(struct fc_obj *o, int type, int phys, struct fc_ctx *ctx, void *owner);
+void fc_obj_del(struct fc_obj *o);
+/* The live object `p` of `type` (0: any type), or NULL. */
+struct fc_obj *fc_obj_get(const void *p, int type);
+/* Collects up to `max` live objects matching type (0 any) and the filters
+ * (NULL/-1: any). Returns the count. */
+size_t fc_obj_collect(struct fc_obj **out, size_t max, int type, struct fc_ctx *ctx,
+                      void *owner, int phys);
+size_t fc_obj_count(void);
+
+/* CUDA ordinal -> physical device, or -1. */
+int fc_phys_of(CUdevice dev);
+/* Current context of the calling thread, validated (under fc_mu). */
+CUresult fc_cur_ctx(struct fc_ctx **out);
+
+/* Stream handle resolution (under fc_mu): NULL, CU_STREAM_LEGACY,
+ * CU_STREAM_PER_THREAD or a created stream. `ptsz`: NULL means per-thread. */
+struct fc_sref {
+    struct fc_ctx *ctx;
+    uint64_t *tail;
+    struct fc_stream *stream; /* NULL for legacy / per-thread */
+};
+CUresult fc_stream_resolve(CUstream h, int ptsz, struct fc_sref *out);
+
+/* ---- driver: memory (fake_mem.c) ---------------------------------------- */
+
+/* New device address range on a physical device (per-process bump). */
+uint64_t fc_va_alloc(int phys, uint64_t size);
+/* A device range [p, p+n) inside something live (allocation, mapping). */
+int fc_dptr_valid(uint64_t p, uint64_t n);
+/* Frees everything owned by a context / by this process on a device
+ * (under fc_mu). */
+void fc_mem_ctx_teardown(struct fc_ctx *ctx);
+void fc_mem_device_teardown(int phys);
+/* Stream-ordered pools of a device give memory above their release
+ * threshold back at synchronisation points (under fc_mu). */
+void fc_pools_sync_trim(int phys);
+/* Graph memory: first launch of an exec charges it (under fc_mu). */
+CUresult fc_graph_exec_first_launch(int phys, uint64_t bytes);
+void fc_graph_exec_release(int phys, uint64_t bytes);
+/* Validates a graph exec and charges its graph memory on its first launch. */
+CUresult fc_graph_launch_memory(void *exec);
+/* Forgets every per-process memory table (fork child). */
+void fc_mem_reset(void);
+
+/* ---- driver: execution (fake_exec.c) ------------------------------------ */
+
+void fc_exec_reset(void);
+void fc_exec_ctx_teardown(struct fc_ctx *ctx);
+
+#pragma GCC visibility pop
+
+#endif

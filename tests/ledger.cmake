@@ -1,0 +1,24 @@
+# Ledger tests (src/ledger, docs/ledger.md): each is one executable linked
+# with the shared code; warnings are part of what some of them check, so the
+# log level is pinned. The status tests run the built `cushare` binary.
+function(cs_ledger_test name src)
+  cs_add_test(${name} SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/ledger/${src}
+    LIBS cs_common ENV CUSHARE_LOG_LEVEL=warn ${ARGN})
+endfunction()
+
+cs_ledger_test(ledger_abi test_abi.c LABELS sanitize)
+cs_ledger_test(ledger_refuse_bad test_refuse_bad.c LABELS sanitize)
+cs_ledger_test(ledger_release_no_underflow test_release.c LABELS sanitize)
+cs_ledger_test(ledger_race_budget test_race_budget.c LABELS sanitize)
+cs_ledger_test(ledger_sigkill_reap test_sigkill_reap.c LABELS sanitize)
+cs_ledger_test(ledger_crash_window test_crash_window.c LABELS sanitize)
+cs_ledger_test(ledger_pid_reuse test_pid_reuse.c LABELS sanitize)
+cs_ledger_test(ledger_fork_exec test_fork_exec.c LABELS sanitize)
+cs_ledger_test(ledger_creator_killed test_creator_killed.c LABELS sanitize)
+cs_ledger_test(ledger_256_workers test_256_workers.c LABELS sanitize)
+cs_ledger_test(ledger_threads test_threads.c LABELS sanitize tsan)
+
+# The status cases share one source; the case is its argument.
+foreach(case human json errors top)
+  cs_ledger_test(ledger_status_${case} test_status.c ARGS ${case} LABELS sanitize)
+endforeach()

@@ -1,0 +1,20 @@
+# Memory slices through the whole library on the fake driver.
+set(CS_MEM_ENV "LD_PRELOAD=${CS_LIB}" "FAKECUDA_MEM=1g")
+function(cs_mem_test name src)
+  cs_add_test(${name} SOURCES mem/${src} LIBS fakecuda_driver
+    ENV ${CS_MEM_ENV}
+        "CUDA_DEVICE_MEMORY_SHARED_CACHE=${CMAKE_BINARY_DIR}/tmp/${name}.ledger"
+        "FAKECUDA_STATE=${CMAKE_BINARY_DIR}/tmp/${name}.fake" ${ARGN})
+  target_include_directories(${name} PRIVATE ${CMAKE_SOURCE_DIR}/tests/mem)
+  # Each run starts from a fresh ledger and a fresh simulated device.
+  set_property(TEST ${name} APPEND PROPERTY FIXTURES_REQUIRED ${name}_clean)
+  add_test(NAME ${name}_clean COMMAND rm -f ${CMAKE_BINARY_DIR}/tmp/${name}.ledger
+           ${CMAKE_BINARY_DIR}/tmp/${name}.fake)
+  set_tests_properties(${name}_clean PROPERTIES FIXTURES_SETUP ${name}_clean)
+endfunction()
+
+cs_mem_test(mem_families test_families.c "CUDA_DEVICE_MEMORY_LIMIT=64m")
+cs_mem_test(mem_views test_views.c "CUDA_DEVICE_MEMORY_LIMIT=64m" "FAKECUDA_CTX_BYTES=8m")
+cs_mem_test(mem_race test_race.c "CUDA_DEVICE_MEMORY_LIMIT=64m")
+cs_mem_test(mem_sigkill test_sigkill.c "CUDA_DEVICE_MEMORY_LIMIT=64m")
+cs_mem_test(mem_bad_config test_bad_config.c "CUDA_DEVICE_MEMORY_LIMIT=4x")

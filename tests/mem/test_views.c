@@ -1,0 +1,84 @@
+/*
+ * Views show the slice and never underflow; the context is charged.
+ * Budget 64 MiB, simulated context cost 8 MiB, device 1 GiB.
+ */
+#include "mem_test.h"
+
+#include <dlfcn.h>
+
+#include "nvml/nvml.h"
+
+#define LIMIT (64 * MiB)
+
+typedef nvmlReturn_t (*mem_fn)(nvmlDevice_t, nvmlMemory_t *);
+typedef nvmlReturn_t (*mem2_fn)(nvmlDevice_t, nvmlMemory_v2_t *);
+
+static void nvml_view(uint64_t *total, uint64_t *free_b, uint64_t *used)
+{
+    /* Resolved the way monitoring tools do: dlopen + dlsym. */
+    void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+    CHECK(h != NULL);
+    nvmlReturn_t (*init)(void) = (nvmlReturn_t(*)(void))dlsym(h, "nvmlInit_v2");
+    nvmlReturn_t (*get)(unsigned, nvmlDevice_t *) =
+        (nvmlReturn_t(*)(unsigned, nvmlDevice_t *))dlsym(h, "nvmlDeviceGetHandleByIndex_v2");
+    mem_fn m1 = (mem_fn)dlsym(h, "nvmlDeviceGetMemoryInfo");
+    mem2_fn m2 = (mem2_fn)dlsym(h, "nvmlDeviceGetMemoryInfo_v2");
+    CHECK(init && get && m1 && m2);
+    nvmlDevice_t d;
+    CHECK_EQ(init(), NVML_SUCCESS);
+    CHECK_EQ(get(0, &d), NVML_SUCCESS);
+    nvmlMemory_t a;
+    nvmlMemory_v2_t b = {.version = nvmlMemory_v2};
+    CHECK_EQ(m1(d, &a), NVML_SUCCESS);
+    CHECK_EQ(m2(d, &b), NVML_SUCCESS);
+    CHECK_EQ_U(a.total, b.total);
+    CHECK_EQ_U(a.free, b.free);
+    CHECK_EQ_U(a.used, b.used);
+    *total = a.total;
+    *free_b = a.free;
+    *used = a.used;
+}
+
+int main(void)
+{
+    context_on_device0();
+    struct cs_ledger_header *L = ledger_map();
+    int me = getpid();
+
+    /* The context is charged what NVML reports for us. */
+    CHECK_EQ_U(slot_bytes(L, me, 0, CS_MEM_CONTEXT), 8 * MiB);
+
+    size_t f, t, dt;
+    CUdeviceptr p;
+    CHECK_EQ(cuMemAlloc_v2(&p, 16 * MiB), CUDA_SUCCESS);
+    CHECK_EQ(cuMemGetInfo_v2(&f, &t), CUDA_SUCCESS);
+    CHECK_EQ_U(t, LIMIT);
+    CHECK_EQ_U(f, LIMIT - 24 * MiB);
+    CHECK_EQ(cuDeviceTotalMem_v2(&dt, 0), CUDA_SUCCESS);
+    CHECK_EQ_U(dt, LIMIT);
+
+    uint64_t nt, nf, nu;
+    nvml_view(&nt, &nf, &nu);
+    CHECK_EQ_U(nt, LIMIT);
+    CHECK_EQ_U(nf, LIMIT - 24 * MiB);
+    CHECK_EQ_U(nu, 24 * MiB);
+
+    /* Usage above the limit (e.g. a limit lowered under a running tenant):
+     * free is 0, never a huge unsigned number. */
+    uint64_t saved = L->dev[0].used;
+    __atomic_store_n(&L->dev[0].used, LIMIT + 5 * MiB, __ATOMIC_RELEASE);
+    CHECK_EQ(cuMemGetInfo_v2(&f, &t), CUDA_SUCCESS);
+    CHECK_EQ_U(f, 0);
+    CHECK_EQ_U(t, LIMIT);
+    nvml_view(&nt, &nf, &nu);
+    CHECK_EQ_U(nf, 0);
+    CHECK_EQ_U(nu, nt);
+    __atomic_store_n(&L->dev[0].used, saved, __ATOMIC_RELEASE);
+
+    CHECK_EQ(cuMemFree_v2(p), CUDA_SUCCESS);
+    CHECK_EQ(cuDevicePrimaryCtxRelease_v2(0), CUDA_SUCCESS);
+    CHECK_EQ_U(slot_bytes(L, me, 0, CS_MEM_CONTEXT), 0);
+    CHECK_EQ_U(ledger_used(L, 0), 0);
+    printf("views show the 64 MiB slice and clamp at zero\n");
+    return 0;
+}
