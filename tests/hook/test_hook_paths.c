@@ -153,7 +153,10 @@ static void check_fork_and_exec(const char *self)
     pid_t pid = fork();
     CHECK(pid >= 0);
     if (pid == 0) {
-        /* The forked child re-initialises and is still limited. */
+        /* CUDA state does not survive fork (the driver wants cuInit again);
+         * the child re-initialises through the wrapper, claims its own
+         * ledger slot and is limited by the tenant's budget. */
+        init_context();
         check_enforced(cuMemAlloc_v2, "forked child");
         _exit(0);
     }
