@@ -1,0 +1,116 @@
+/*
+ * `cushare broker` as a process: readiness line and ready file, a client
+ * served, the metrics file refreshed every second, clean SIGTERM shutdown
+ * (socket unlinked, ready file removed, exit 0), usage errors exit 2.
+ */
+#include "id_test.h"
+
+static char cli[512];
+
+static pid_t start_broker(char *const argv[], int err_fd)
+{
+    pid_t pid = id_fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        dup2(err_fd, STDERR_FILENO);
+        execv(cli, argv);
+        _exit(127);
+    }
+    return pid;
+}
+
+static int run_usage(char *const argv[])
+{
+    int devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    pid_t pid = start_broker(argv, devnull);
+    close(devnull);
+    return id_exit_code(id_wait_child(pid, 10000));
+}
+
+static bool wait_file(const char *path, int ms)
+{
+    for (int i = 0; i < ms; i++) {
+        if (access(path, F_OK) == 0)
+            return true;
+        id_sleep_ms(1);
+    }
+    return false;
+}
+
+static size_t slurp(const char *path, char *buf, size_t cap)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, cap - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return n;
+}
+
+int main(void)
+{
+    id_require_root();
+    const char *bd = getenv("CS_BUILD_DIR");
+    CHECK(bd != NULL);
+    snprintf(cli, sizeof cli, "%s/cushare", bd);
+    CHECK(access(cli, X_OK) == 0);
+
+    char base[64], sock[128], metrics[128], ready[128], errlog[128];
+    id_mkdtemp(base, sizeof base);
+    snprintf(sock, sizeof sock, "%s/hostpid/broker.sock", base);
+    snprintf(metrics, sizeof metrics, "%s/metrics.prom", base);
+    snprintf(ready, sizeof ready, "%s/ready", base);
+    snprintf(errlog, sizeof errlog, "%s/stderr", base);
+
+    char *usage1[] = {"cushare", "broker", "--max-handlers", "0", NULL};
+    CHECK_EQ(run_usage(usage1), 2);
+    char *usage2[] = {"cushare", "broker", "--bogus", NULL};
+    CHECK_EQ(run_usage(usage2), 2);
+    char *usage3[] = {"cushare", "broker", "--socket", NULL};
+    CHECK_EQ(run_usage(usage3), 2);
+
+    int err_fd = open(errlog, O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0644);
+    CHECK(err_fd >= 0);
+    char *argv[] = {"cushare", "broker", "--socket", sock, "--metrics", metrics,
+                    "--max-handlers", "4", "--ready-file", ready, NULL};
+    int64_t t0 = id_now_ns();
+    pid_t pid = start_broker(argv, err_fd);
+    close(err_fd);
+    CHECK(wait_file(ready, (int)(5000 * cs_test_scale())));
+    printf("broker ready after %.1f ms\n", id_ms_since(t0));
+
+    char buf[8192], want[256];
+    slurp(errlog, buf, sizeof buf);
+    snprintf(want, sizeof want, "cushare: broker: ready on %s\n", sock);
+    CHECK_CONTAINS(buf, want);
+
+    pid_t p;
+    CHECK_EQ(id_query(sock, &p), 0);
+    CHECK_EQ(p, getpid());
+
+    /* The periodic writer must pick the reply up within about a second. */
+    bool seen = false;
+    for (int i = 0; i < 300 && !seen; i++) {
+        slurp(metrics, buf, sizeof buf);
+        seen = strstr(buf, "cushare_broker_replies_ok_total 1\n") != NULL;
+        if (!seen)
+            id_sleep_ms(10);
+    }
+    CHECK(seen);
+    CHECK_CONTAINS(buf, "cushare_broker_handlers_max 4\n");
+
+    CHECK(kill(pid, SIGTERM) == 0);
+    CHECK_EQ(id_exit_code(id_wait_child(pid, 5000)), 0);
+    struct stat st;
+    CHECK(lstat(sock, &st) != 0 && errno == ENOENT);
+    CHECK(access(ready, F_OK) != 0);
+    slurp(errlog, buf, sizeof buf);
+    CHECK_CONTAINS(buf, "cushare: broker: stopped\n");
+    CHECK_EQ(id_query(sock, &p), -ENOENT);
+    slurp(metrics, buf, sizeof buf);
+    CHECK_CONTAINS(buf, "cushare_broker_accepted_total 1\n");
+    id_rmtree(base);
+    printf("broker cli ok\n");
+    return 0;
+}
