@@ -1,0 +1,44 @@
+/*
+ * `cushare bench SUBCOMMAND`: dispatch to the benchmarks declared in
+ * src/cli/bench.h. `bench __worker` is the init benchmark's worker: the
+ * parent re-executes this binary with it so every worker is a fresh
+ * program image (loader, preload and driver start-up included).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/bench.h"
+#include "cli/cli.h"
+
+static const char bench_usage[] =
+    "usage: cushare bench init -n N [--ctx] [--alloc SIZE] [--repeat K] [--csv FILE]\n"
+    "                          [--baseline] [--json] [--timeout S] [--mem SIZE]\n"
+    "       cushare bench limiter [ARGS...]\n"
+    "  init     start-up density: N fresh processes released together into cuInit\n"
+    "  limiter  compute-share accuracy of the limiter\n";
+
+int cs_cmd_bench(int argc, char **argv)
+{
+    if (argc < 2) {
+        fputs(bench_usage, stderr);
+        return cs_cli_usage_error("bench", "missing benchmark name (init or limiter)");
+    }
+    const char *sub = argv[1];
+    if (!strcmp(sub, "init"))
+        return cs_bench_init(argc - 1, argv + 1);
+    if (!strcmp(sub, "__worker"))
+        return cs_bench_worker(argc - 1, argv + 1);
+    if (!strcmp(sub, "limiter")) {
+        if (!cs_bench_limiter) {
+            fprintf(stderr, "cushare: bench limiter: not built\n");
+            return CS_EXIT_FAIL;
+        }
+        return cs_bench_limiter(argc - 1, argv + 1);
+    }
+    if (!strcmp(sub, "--help") || !strcmp(sub, "-h") || !strcmp(sub, "help")) {
+        fputs(bench_usage, stdout);
+        return CS_EXIT_OK;
+    }
+    fputs(bench_usage, stderr);
+    return cs_cli_usage_error("bench", "unknown benchmark '%s'", sub);
+}

@@ -1,0 +1,21 @@
+# `cushare bench init` (docs/bench-init.md): the percentile definition as a
+# unit test, and the whole command on the fake driver. The command finds
+# libcushare.so through CUSHARE_LIBRARY (CS_TEST_ENV) and the fake
+# libcuda.so.1 through LD_LIBRARY_PATH; no test needs a GPU or gnuplot.
+
+cs_add_test(bench_init_percentiles
+  SOURCES bench/test_percentiles.c ${CMAKE_SOURCE_DIR}/src/cli/bench_init.c
+          $<TARGET_OBJECTS:cs_common>
+  LABELS unit sanitize)
+
+# A preload whose cuInit kills the process: baseline workers resolve it.
+add_library(bench_crash_cuinit SHARED bench/crash_cuinit.c)
+set_target_properties(bench_crash_cuinit PROPERTIES C_VISIBILITY_PRESET hidden)
+
+foreach(scenario smoke failures crash timeout json usage)
+  cs_add_test(bench_init_${scenario} SOURCES bench/test_bench_init.c
+    ARGS ${scenario}
+    LABELS bench
+    ENV "CS_BENCH_CRASH_LIB=$<TARGET_FILE:bench_crash_cuinit>")
+  add_dependencies(bench_init_${scenario} bench_crash_cuinit)
+endforeach()
