@@ -415,29 +415,6 @@ static const char *const tier_names[] = {
     [CS_BENCH_TIER_NONE] = "none",
 };
 
-/* As `cushare run` finds it: CUSHARE_LIBRARY, else next to the binary. */
-static int find_library(char *out, size_t len)
-{
-    const char *env = getenv("CUSHARE_LIBRARY");
-    if (env && *env) {
-        snprintf(out, len, "%s", env);
-    } else {
-        snprintf(out, len, "%s/libcushare.so", cs_cli_self_dir());
-        if (access(out, R_OK))
-            snprintf(out, len, "%s/../lib/libcushare.so", cs_cli_self_dir());
-    }
-    if (access(out, R_OK)) {
-        fprintf(stderr, "cushare: bench init: cannot find libcushare.so (tried %s); set "
-                        "CUSHARE_LIBRARY to its path\n", out);
-        return -1;
-    }
-    char *real = realpath(out, NULL);
-    if (real) {
-        snprintf(out, len, "%s", real);
-        free(real);
-    }
-    return 0;
-}
 
 /* A fresh 0700 directory for one run's ledger (and the ledger's own
  * temporaries), under the per-user directory `cushare run` uses. */
@@ -1173,7 +1150,7 @@ int cs_bench_init(int argc, char **argv)
         return CS_EXIT_FAIL;
     }
     b.self[len] = '\0';
-    if (find_library(b.lib, sizeof b.lib))
+    if (cs_cli_find_library("bench init", b.lib, sizeof b.lib))
         return CS_EXIT_FAIL;
     if (b.o.csv) {
         b.csv = fopen(b.o.csv, "w");

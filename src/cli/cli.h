@@ -6,6 +6,8 @@
 #ifndef CS_CLI_CLI_H
 #define CS_CLI_CLI_H
 
+#include <stddef.h>
+
 #define CS_EXIT_OK 0
 #define CS_EXIT_FAIL 1
 #define CS_EXIT_USAGE 2
@@ -20,5 +22,9 @@ int cs_cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((for
 
 /* Directory holding the running `cushare` binary (for finding libcushare.so). */
 const char *cs_cli_self_dir(void);
+
+/* Absolute path of libcushare.so: $CUSHARE_LIBRARY, else next to the
+ * `cushare` binary, else ../lib. 0, or -1 after a message naming `cmd`. */
+int cs_cli_find_library(const char *cmd, char *out, size_t len);
 
 #endif

@@ -74,28 +74,6 @@ static int set_list(const char *cmd, const char *var, const char *list, int is_s
     return 0;
 }
 
-static int find_library(char *out, size_t len)
-{
-    const char *env = getenv("CUSHARE_LIBRARY");
-    if (env && *env) {
-        snprintf(out, len, "%s", env);
-    } else {
-        snprintf(out, len, "%s/libcushare.so", cs_cli_self_dir());
-        if (access(out, R_OK))
-            snprintf(out, len, "%s/../lib/libcushare.so", cs_cli_self_dir());
-    }
-    if (access(out, R_OK)) {
-        fprintf(stderr, "cushare: run: cannot find libcushare.so (tried %s); set CUSHARE_LIBRARY "
-                        "to its path\n", out);
-        return -1;
-    }
-    char *real = realpath(out, NULL);
-    if (real) {
-        snprintf(out, len, "%s", real);
-        free(real);
-    }
-    return 0;
-}
 
 static void add_preload(const char *lib)
 {
@@ -193,7 +171,7 @@ int cs_cmd_run(int argc, char **argv)
         return cs_cli_usage_error("run", "missing command: cushare run [OPTIONS] -- CMD [ARGS...]");
     }
     char lib[PATH_MAX];
-    if (find_library(lib, sizeof lib))
+    if (cs_cli_find_library("run", lib, sizeof lib))
         return CS_EXIT_FAIL;
     add_preload(lib);
 

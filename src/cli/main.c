@@ -4,6 +4,7 @@
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -18,32 +19,6 @@ static const struct command {
 #include "cli/commands.def"
 #undef CS_CMD
 };
-
-int cs_cli_usage_error(const char *cmd, const char *fmt, ...)
-{
-    va_list ap;
-    fprintf(stderr, "cushare: %s: ", cmd);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    return CS_EXIT_USAGE;
-}
-
-const char *cs_cli_self_dir(void)
-{
-    static char dir[PATH_MAX];
-    if (!dir[0]) {
-        ssize_t n = readlink("/proc/self/exe", dir, sizeof dir - 1);
-        if (n <= 0)
-            return ".";
-        dir[n] = '\0';
-        char *slash = strrchr(dir, '/');
-        if (slash)
-            *slash = '\0';
-    }
-    return dir;
-}
 
 static void print_help(FILE *out)
 {

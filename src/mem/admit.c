@@ -1,6 +1,7 @@
 #include "mem/admit.h"
 
 #include <errno.h>
+#include <stdbool.h>
 
 #include "core/log.h"
 
@@ -43,6 +44,21 @@ int cs__commit(enum cs_track_kind kind, uint64_t key, int dev, enum cs_mem_categ
         cs_warn_capped(8, "mem", "out of host memory for allocation records");
     }
     return rc;
+}
+
+CUresult cs__free_tracked(enum cs_track_kind kind, uint64_t key,
+                          CUresult (*destroy)(uint64_t key, void *ctx), void *ctx)
+{
+    struct cs_tracked t;
+    bool known = cs__track_take(kind, key, &t) == 0;
+    CUresult r = destroy(key, ctx);
+    if (known) {
+        if (r == CUDA_SUCCESS)
+            cs__give_back(t.dev, t.cat, t.bytes);
+        else
+            cs__track_put(kind, key, &t);
+    }
+    return r;
 }
 
 int cs__uncommit(enum cs_track_kind kind, uint64_t key)

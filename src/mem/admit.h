@@ -41,6 +41,13 @@ void cs__give_back(int dev, enum cs_mem_category cat, uint64_t bytes);
 int cs__commit(enum cs_track_kind kind, uint64_t key, int dev, enum cs_mem_category cat,
                uint64_t bytes);
 
+/* Frees a tracked object: takes its record first (so the driver cannot
+ * reissue the handle and another thread record it meanwhile), calls
+ * destroy(key, ctx), then gives the bytes back, or restores the record if
+ * the driver refused. Objects never charged go to the driver untouched. */
+CUresult cs__free_tracked(enum cs_track_kind kind, uint64_t key,
+                          CUresult (*destroy)(uint64_t key, void *ctx), void *ctx);
+
 /* Frees the record of `key` and gives its bytes back. 0 or -ENOENT. */
 int cs__uncommit(enum cs_track_kind kind, uint64_t key);
 

@@ -84,19 +84,14 @@ CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned 
     return CUDA_SUCCESS;
 }
 
+static CUresult free_linear(uint64_t dptr, void *ctx)
+{
+    (void)ctx;
+    return cs_real.cuMemFree_v2((CUdeviceptr)dptr);
+}
+
 CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr)
 {
     CS_ENTER(cuMemFree_v2);
-    /* Take the record before freeing so the address cannot be reissued and
-     * recorded by another thread while we still hold its old record. */
-    struct cs_tracked t;
-    int known = cs__track_take(CS_TRACK_PTR, dptr, &t) == 0;
-    CUresult r = cs_real.cuMemFree_v2(dptr);
-    if (!known)
-        return r; /* not ours (or async): the driver decides */
-    if (r == CUDA_SUCCESS)
-        cs__give_back(t.dev, t.cat, t.bytes);
-    else
-        cs__track_put(CS_TRACK_PTR, dptr, &t);
-    return r;
+    return cs__free_tracked(CS_TRACK_PTR, dptr, free_linear, NULL);
 }

@@ -131,32 +131,26 @@ CUresult CUDAAPI cuMipmappedArrayCreate(CUmipmappedArray *pHandle, const CUDA_AR
     return CUDA_SUCCESS;
 }
 
-static CUresult destroy_tracked(enum cs_track_kind kind, uint64_t key, CUresult (*destroy)(void *),
-                                void *handle)
+static CUresult destroy_array(uint64_t h, void *ctx)
 {
-    struct cs_tracked t;
-    int known = cs__track_take(kind, key, &t) == 0;
-    CUresult r = destroy(handle);
-    if (known) {
-        if (r == CUDA_SUCCESS)
-            cs__give_back(t.dev, t.cat, t.bytes);
-        else
-            cs__track_put(kind, key, &t);
-    }
-    return r;
+    (void)ctx;
+    return cs_real.cuArrayDestroy((CUarray)(uintptr_t)h);
 }
 
-static CUresult destroy_array(void *h) { return cs_real.cuArrayDestroy((CUarray)h); }
-static CUresult destroy_mipmap(void *h) { return cs_real.cuMipmappedArrayDestroy((CUmipmappedArray)h); }
+static CUresult destroy_mipmap(uint64_t h, void *ctx)
+{
+    (void)ctx;
+    return cs_real.cuMipmappedArrayDestroy((CUmipmappedArray)(uintptr_t)h);
+}
 
 CUresult CUDAAPI cuArrayDestroy(CUarray hArray)
 {
     CS_ENTER(cuArrayDestroy);
-    return destroy_tracked(CS_TRACK_ARRAY, (uint64_t)(uintptr_t)hArray, destroy_array, hArray);
+    return cs__free_tracked(CS_TRACK_ARRAY, (uint64_t)(uintptr_t)hArray, destroy_array, NULL);
 }
 
 CUresult CUDAAPI cuMipmappedArrayDestroy(CUmipmappedArray h)
 {
     CS_ENTER(cuMipmappedArrayDestroy);
-    return destroy_tracked(CS_TRACK_MIPMAP, (uint64_t)(uintptr_t)h, destroy_mipmap, h);
+    return cs__free_tracked(CS_TRACK_MIPMAP, (uint64_t)(uintptr_t)h, destroy_mipmap, NULL);
 }

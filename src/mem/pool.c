@@ -117,18 +117,21 @@ CUresult CUDAAPI cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize
 
 /* A synchronous cuMemAlloc pointer freed with cuMemFreeAsync is ours to
  * give back; pool pointers only change the pool's reserved size later. */
+struct free_async_call {
+    free_async_fn fn;
+    CUstream stream;
+};
+
+static CUresult call_free_async(uint64_t dptr, void *ctx)
+{
+    struct free_async_call *c = ctx;
+    return c->fn((CUdeviceptr)dptr, c->stream);
+}
+
 static CUresult free_async(free_async_fn fn, CUdeviceptr dptr, CUstream s)
 {
-    struct cs_tracked t;
-    int known = cs__track_take(CS_TRACK_PTR, dptr, &t) == 0;
-    CUresult r = fn(dptr, s);
-    if (known) {
-        if (r == CUDA_SUCCESS)
-            cs__give_back(t.dev, t.cat, t.bytes);
-        else
-            cs__track_put(CS_TRACK_PTR, dptr, &t);
-    }
-    return r;
+    struct free_async_call c = {fn, s};
+    return cs__free_tracked(CS_TRACK_PTR, dptr, call_free_async, &c);
 }
 
 CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)

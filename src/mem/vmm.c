@@ -35,19 +35,16 @@ CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
     return CUDA_SUCCESS;
 }
 
+static CUresult release_handle(uint64_t handle, void *ctx)
+{
+    (void)ctx;
+    return cs_real.cuMemRelease(handle);
+}
+
 CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle)
 {
     CS_ENTER(cuMemRelease);
-    struct cs_tracked t;
-    int known = cs__track_take(CS_TRACK_VMM, handle, &t) == 0;
-    CUresult r = cs_real.cuMemRelease(handle);
-    if (known) {
-        if (r == CUDA_SUCCESS)
-            cs__give_back(t.dev, t.cat, t.bytes);
-        else
-            cs__track_put(CS_TRACK_VMM, handle, &t);
-    }
-    return r;
+    return cs__free_tracked(CS_TRACK_VMM, handle, release_handle, NULL);
 }
 
 CUresult CUDAAPI cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle,
@@ -92,18 +89,14 @@ CUresult CUDAAPI cuImportExternalMemory(CUexternalMemory *extMem_out,
     return CUDA_SUCCESS;
 }
 
+static CUresult destroy_external(uint64_t ext, void *ctx)
+{
+    (void)ctx;
+    return cs_real.cuDestroyExternalMemory((CUexternalMemory)(uintptr_t)ext);
+}
+
 CUresult CUDAAPI cuDestroyExternalMemory(CUexternalMemory extMem)
 {
     CS_ENTER(cuDestroyExternalMemory);
-    uint64_t key = (uint64_t)(uintptr_t)extMem;
-    struct cs_tracked t;
-    int known = cs__track_take(CS_TRACK_EXTMEM, key, &t) == 0;
-    CUresult r = cs_real.cuDestroyExternalMemory(extMem);
-    if (known) {
-        if (r == CUDA_SUCCESS)
-            cs__give_back(t.dev, t.cat, t.bytes);
-        else
-            cs__track_put(CS_TRACK_EXTMEM, key, &t);
-    }
-    return r;
+    return cs__free_tracked(CS_TRACK_EXTMEM, (uint64_t)(uintptr_t)extMem, destroy_external, NULL);
 }

@@ -5,6 +5,7 @@
  * else by CUDA_VISIBLE_DEVICES (indices or UUIDs), else by index.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,22 +71,30 @@ static int ledger_device_of(nvmlDevice_t device)
     return d;
 }
 
+/* Rewrites NVML's physical figures for `device` into the slice view when
+ * the device has a budget. False: leave NVML's answer untouched. */
+static bool slice_of(nvmlDevice_t device, unsigned long long *total, unsigned long long *free,
+                     unsigned long long *used)
+{
+    int d = ledger_device_of(device);
+    if (d < 0 || !cs__device_limit(d))
+        return false;
+    uint64_t t, f;
+    cs__slice_view(d, *total, *free, &t, &f);
+    *total = t;
+    *free = f;
+    *used = t - f;
+    return true;
+}
+
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory)
 {
     if (cs__init() || !cs_real.nvmlDeviceGetMemoryInfo)
         return NVML_ERROR_UNINITIALIZED;
     nvmlReturn_t r = cs_real.nvmlDeviceGetMemoryInfo(device, memory);
-    if (r != NVML_SUCCESS || !memory)
-        return r;
-    int d = ledger_device_of(device);
-    if (d < 0 || !cs__device_limit(d))
-        return r;
-    uint64_t total, free;
-    cs__slice_view(d, memory->total, memory->free, &total, &free);
-    memory->total = total;
-    memory->free = free;
-    memory->used = total - free;
-    return NVML_SUCCESS;
+    if (r == NVML_SUCCESS && memory)
+        slice_of(device, &memory->total, &memory->free, &memory->used);
+    return r;
 }
 
 nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory)
@@ -93,18 +102,11 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *me
     if (cs__init() || !cs_real.nvmlDeviceGetMemoryInfo_v2)
         return NVML_ERROR_UNINITIALIZED;
     nvmlReturn_t r = cs_real.nvmlDeviceGetMemoryInfo_v2(device, memory);
-    if (r != NVML_SUCCESS || !memory)
-        return r;
-    int d = ledger_device_of(device);
-    if (d < 0 || !cs__device_limit(d))
-        return r;
-    uint64_t total, free;
-    cs__slice_view(d, memory->total, memory->free, &total, &free);
-    memory->total = total;
-    memory->free = free;
-    memory->reserved = 0;
-    memory->used = total - free;
-    return NVML_SUCCESS;
+    /* Within a slice nothing is reserved by the driver: used = total - free. */
+    if (r == NVML_SUCCESS && memory &&
+        slice_of(device, &memory->total, &memory->free, &memory->used))
+        memory->reserved = 0;
+    return r;
 }
 
 int cs__nvml_process_memory(const CUuuid *uuid, unsigned pid, unsigned long long *bytes)

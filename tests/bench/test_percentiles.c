@@ -9,18 +9,6 @@
 #include "check.h"
 #include "cli/bench.h"
 
-/* bench_init.c's helpers from main.c, unused here. */
-int cs_cli_usage_error(const char *cmd, const char *fmt, ...)
-{
-    (void)cmd;
-    (void)fmt;
-    return 2;
-}
-const char *cs_cli_self_dir(void)
-{
-    return ".";
-}
-
 static void check_ranks(void)
 {
     /* The article's examples: p99 of 300 is sample 297, of 128 sample 127. */

@@ -1,0 +1,62 @@
+/*
+ * Helpers every subcommand may use (declared in cli.h); kept apart from
+ * main.c so unit tests can link them without the dispatcher.
+ */
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+
+int cs_cli_usage_error(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "cushare: %s: ", cmd);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    return CS_EXIT_USAGE;
+}
+
+const char *cs_cli_self_dir(void)
+{
+    static char dir[PATH_MAX];
+    if (!dir[0]) {
+        ssize_t n = readlink("/proc/self/exe", dir, sizeof dir - 1);
+        if (n <= 0)
+            return ".";
+        dir[n] = '\0';
+        char *slash = strrchr(dir, '/');
+        if (slash)
+            *slash = '\0';
+    }
+    return dir;
+}
+
+int cs_cli_find_library(const char *cmd, char *out, size_t len)
+{
+    const char *env = getenv("CUSHARE_LIBRARY");
+    if (env && *env) {
+        snprintf(out, len, "%s", env);
+    } else {
+        snprintf(out, len, "%s/libcushare.so", cs_cli_self_dir());
+        if (access(out, R_OK))
+            snprintf(out, len, "%s/../lib/libcushare.so", cs_cli_self_dir());
+    }
+    if (access(out, R_OK)) {
+        fprintf(stderr, "cushare: %s: cannot find libcushare.so (tried %s); set CUSHARE_LIBRARY "
+                        "to its path\n", cmd, out);
+        return -1;
+    }
+    char *real = realpath(out, NULL);
+    if (real) {
+        snprintf(out, len, "%s", real);
+        free(real);
+    }
+    return 0;
+}
+
