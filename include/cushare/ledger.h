@@ -121,7 +121,7 @@ struct cs_ledger_header {
     struct {
         uint64_t used;          /* atomic: bytes charged on this device      */
         uint64_t peak;          /* atomic: highest value used ever had       */
-        uint64_t busy_tenants;  /* atomic: slots with recent kernel activity */
+        int64_t pace_vt_ns;     /* atomic: the tenant's compute clock (docs/limiter.md) */
         uint64_t reserved[5];
     } dev[CS_MAX_DEVICES];      /* 1024 .. 2048                              */
     uint64_t claim_hint;        /* 2048 atomic: rotates first slot probed    */

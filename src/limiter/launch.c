@@ -1,19 +1,21 @@
 /*
  * Launch wrappers: every way of putting work on the GPU passes the limiter.
- * Each pair (legacy and per-thread default stream) shares one body.
+ * Each pair (legacy and per-thread default stream) shares one body; the
+ * path index tells the limiter which default stream a NULL handle means.
  */
 #include "limiter/limiter.h"
 #include "mem/admit.h"
 
 void cs__graph_after_launch(void);
 
-#define CS_LAUNCH_BODY(sym, stream, call)                   \
-    do {                                                    \
-        CS_ENTER(sym);                                      \
-        cs__limiter_before_launch(stream);                  \
-        CUresult r_ = call;                                 \
-        cs__limiter_after_launch(stream, r_);               \
-        return r_;                                          \
+#define CS_LAUNCH_BODY(sym, stream, call)                           \
+    do {                                                            \
+        CS_ENTER(sym);                                              \
+        struct cs_lim_ticket t_;                                    \
+        cs__limiter_before_launch(&t_, (stream), CS_LIM_PATH_##sym); \
+        CUresult r_ = call;                                         \
+        cs__limiter_after_launch(&t_, r_);                          \
+        return r_;                                                  \
     } while (0)
 
 CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,

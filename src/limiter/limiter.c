@@ -1,16 +1,532 @@
 /*
- * Compute limiter: not yet pacing (the compute-slice issue builds it);
- * every launch wrapper and every intercepted call already passes through
- * these hooks, so pacing and suspend land without touching the wrappers.
+ * Compute limiter: arming, pacing and measurement on the launch path
+ * (docs/limiter.md).
+ *
+ * Measurement: every launch of a limited tenant is bracketed by two CUDA
+ * events recorded on the stream it goes to (a start marker after pacing,
+ * an end marker after the launch). When the end marker has completed, the
+ * elapsed time between the two is the GPU time that launch took; it is
+ * added to our ledger slot's gpu_ns[dev] (so every process of the tenant
+ * sees it) and charged to the control law (law.h). Pairs wait in a FIFO
+ * per stream, because a stream completes in order; the launch thread and
+ * the watcher harvest them.
+ *
+ * Pacing: before a launch, the law says whether the tenant is ahead of its
+ * share; if so the thread sleeps (clock_nanosleep, in slices of at most
+ * 50 ms) and asks again. Only devices whose policy decision is "engaged"
+ * pace; a limited device that is not engaged (policy default, nobody else
+ * busy) still measures, so the decision can use the tenant's real share.
+ *
+ * Fast path: cs__lim_armed (limiter.h) starts at 1; the first launch arms
+ * the limiter from the ledger header (the creator's limits and policy
+ * rule the tenant) and clears the flag when no device has a limit.
  */
-#include "limiter/limiter.h"
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
-void cs__checkpoint(void) {}
+#include "core/log.h"
+#include "limiter/internal.h"
 
-void cs__limiter_before_launch(CUstream stream) { (void)stream; }
+#define SUBSYS "limiter"
 
-void cs__limiter_after_launch(CUstream stream, CUresult launched)
+int cs__lim_armed = 1;
+struct cs_lim_dev cs__lim_devs[CS_MAX_DEVICES];
+struct cushare_limiter_stats cs__lim_stats = {.version = 1};
+
+static pthread_mutex_t arm_mu = PTHREAD_MUTEX_INITIALIZER;
+static int arm_decided;          /* atomic */
+static struct cs_lim_ctx ctxs[CS_LIM_CTXS];
+static pthread_mutex_t ctx_mu = PTHREAD_MUTEX_INITIALIZER;
+static __thread char per_thread_key; /* its address names this thread's default stream */
+
+int64_t cs__lim_now(void)
 {
-    (void)stream;
-    (void)launched;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
+
+void cs__lim_sleep(int64_t ns)
+{
+    if (ns <= 0)
+        return;
+    struct timespec ts = {.tv_sec = ns / 1000000000ll, .tv_nsec = ns % 1000000000ll};
+    while (clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, &ts) == EINTR) {
+    }
+}
+
+struct cs_ledger_slot *cs__lim_my_slot(void)
+{
+    return cs__ledger_my_slot(&cs_rt.ledger);
+}
+
+CS_EXPORT void cushare_limiter_stats(struct cushare_limiter_stats *out)
+{
+    if (!out)
+        return;
+    struct cushare_limiter_stats s;
+    uint64_t *src = (uint64_t *)&cs__lim_stats.paced_launches;
+    uint64_t *dst = (uint64_t *)&s.paced_launches;
+    size_t n = (sizeof s - offsetof(struct cushare_limiter_stats, paced_launches)) / 8;
+    for (size_t i = 0; i < n; i++)
+        dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
+    s.version = 1;
+    s.armed = (uint32_t)__atomic_load_n(&cs__lim_armed, __ATOMIC_RELAXED);
+    uint64_t mask = 0;
+    for (int d = 0; d < CS_MAX_DEVICES; d++)
+        if (__atomic_load_n(&cs__lim_devs[d].engaged, __ATOMIC_RELAXED))
+            mask |= 1ull << d;
+    s.engaged_mask = mask;
+    *out = s;
+}
+
+/* ---- arming ------------------------------------------------------------ */
+
+static void reset_all(void);
+
+static void on_fork_child(void)
+{
+    /* Only this thread exists now; CUDA objects of the parent are not ours
+     * (the child re-initialises CUDA). Forget them without touching them. */
+    reset_all();
+    cs__watch_atfork_child();
+    pthread_mutex_init(&arm_mu, NULL);
+    __atomic_store_n(&arm_decided, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&cs__lim_armed, 1, __ATOMIC_RELEASE);
+}
+
+static void reset_all(void)
+{
+    for (int d = 0; d < CS_MAX_DEVICES; d++) {
+        struct cs_lim_dev *D = &cs__lim_devs[d];
+        for (int i = 0; i < D->nstreams; i++)
+            free(D->streams[i]);
+        memset(D, 0, sizeof *D);
+        pthread_mutex_init(&D->mu, NULL);
+    }
+    for (int i = 0; i < CS_LIM_CTXS; i++) {
+        free(ctxs[i].pool);
+        memset(&ctxs[i], 0, sizeof ctxs[i]);
+    }
+    pthread_mutex_init(&ctx_mu, NULL);
+    cs__tenant_reset();
+}
+
+static void arm(void)
+{
+    static bool atfork_done;
+    pthread_mutex_lock(&arm_mu);
+    if (__atomic_load_n(&arm_decided, __ATOMIC_ACQUIRE)) {
+        pthread_mutex_unlock(&arm_mu);
+        return;
+    }
+    if (!atfork_done) {
+        atfork_done = true;
+        reset_all();
+        pthread_atfork(NULL, NULL, on_fork_child);
+        cs__suspend_install_signals();
+    }
+    const struct cs_ledger_header *h = cs_rt.ledger.hdr;
+    bool any = false;
+    uint32_t policy = h ? __atomic_load_n(&h->policy, __ATOMIC_RELAXED) : CS_POLICY_DISABLE;
+    for (int d = 0; d < CS_MAX_DEVICES; d++) {
+        uint32_t pct = h ? __atomic_load_n(&h->sm_limit[d], __ATOMIC_RELAXED) : 0;
+        struct cs_lim_dev *D = &cs__lim_devs[d];
+        pthread_mutex_lock(&D->mu);
+        D->pct = (pct >= 1 && pct <= 99 && policy != CS_POLICY_DISABLE) ? pct : 0;
+        /* force: always; default: engaged until the watcher has looked
+         * (fail closed). */
+        __atomic_store_n(&D->engaged, D->pct ? 1 : 0, __ATOMIC_RELAXED);
+        any |= D->pct != 0;
+        pthread_mutex_unlock(&D->mu);
+    }
+    if (any) {
+        cs_info(SUBSYS, "armed: policy %s, priority %d",
+                policy == CS_POLICY_FORCE ? "force" : "default", (int)h->priority);
+        cs__watch_start();
+    } else {
+        __atomic_store_n(&cs__lim_armed, 0, __ATOMIC_RELEASE);
+    }
+    __atomic_store_n(&arm_decided, 1, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&arm_mu);
+}
+
+/* ---- contexts and their events ------------------------------------------ */
+
+static int device_of_ctx(CUcontext ctx)
+{
+    CUcontext cur = NULL;
+    if (!cs_drv.cuCtxGetCurrent || cs_drv.cuCtxGetCurrent(&cur) != CUDA_SUCCESS)
+        return -1;
+    if (cur == ctx)
+        return cs__current_device();
+    if (!cs_drv.cuCtxPushCurrent_v2 || cs_drv.cuCtxPushCurrent_v2(ctx) != CUDA_SUCCESS)
+        return -1;
+    int d = cs__current_device();
+    CUcontext popped;
+    cs_drv.cuCtxPopCurrent_v2(&popped);
+    return d;
+}
+
+static struct cs_lim_ctx *ctx_get(CUcontext ctx)
+{
+    for (int i = 0; i < CS_LIM_CTXS; i++)
+        if (__atomic_load_n(&ctxs[i].ctx, __ATOMIC_ACQUIRE) == ctx)
+            return &ctxs[i];
+    int d = device_of_ctx(ctx);
+    if (d < 0)
+        return NULL;
+    struct cs_lim_ctx *cx = NULL;
+    pthread_mutex_lock(&ctx_mu);
+    for (int i = 0; i < CS_LIM_CTXS && !cx; i++)
+        if (ctxs[i].ctx == ctx)
+            cx = &ctxs[i];
+    for (int i = 0; i < CS_LIM_CTXS && !cx; i++) {
+        if (!ctxs[i].ctx) {
+            cx = &ctxs[i];
+            cx->dev = d;
+            __atomic_store_n(&cx->ctx, ctx, __ATOMIC_RELEASE);
+        }
+    }
+    pthread_mutex_unlock(&ctx_mu);
+    if (!cx)
+        cs_warn_capped(1, SUBSYS, "more than %d contexts: launches of the others are not "
+                       "measured", CS_LIM_CTXS);
+    return cx;
+}
+
+/* A free event of cx's context (device mutex held), or NULL. */
+static CUevent pool_get(struct cs_lim_ctx *cx)
+{
+    if (cx->npool > 0)
+        return cx->pool[--cx->npool];
+    if (!cs_drv.cuEventCreate)
+        return NULL;
+    CUcontext cur = NULL;
+    bool pushed = false;
+    if (cs_drv.cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur != cx->ctx) {
+        if (cs_drv.cuCtxPushCurrent_v2(cx->ctx) != CUDA_SUCCESS)
+            return NULL;
+        pushed = true;
+    }
+    CUevent ev = NULL;
+    if (cs_drv.cuEventCreate(&ev, CU_EVENT_DEFAULT) != CUDA_SUCCESS)
+        ev = NULL;
+    if (pushed) {
+        CUcontext popped;
+        cs_drv.cuCtxPopCurrent_v2(&popped);
+    }
+    return ev;
+}
+
+static void pool_put(struct cs_lim_ctx *cx, CUevent ev)
+{
+    if (!ev)
+        return;
+    if (cx->npool == cx->cap) {
+        int cap = cx->cap ? cx->cap * 2 : 64;
+        CUevent *p = realloc(cx->pool, (size_t)cap * sizeof *p);
+        if (!p) {
+            if (cs_drv.cuEventDestroy_v2)
+                cs_drv.cuEventDestroy_v2(ev);
+            return;
+        }
+        cx->pool = p;
+        cx->cap = cap;
+    }
+    cx->pool[cx->npool++] = ev;
+}
+
+/* The context's events went with it (destroyed or reset): forget them all
+ * without calling the driver on them. */
+static void ctx_lost(struct cs_lim_dev *D, struct cs_lim_ctx *cx)
+{
+    cx->npool = 0;
+    for (int i = 0; i < D->nstreams; i++) {
+        struct cs_lim_stream *st = D->streams[i];
+        if (st->cx != cx)
+            continue;
+        for (; st->n; st->n--, st->head = (st->head + 1) % CS_LIM_FIFO) {
+            cs__law_pending(&D->law, -st->fifo[st->head].est);
+            D->inflight--;
+        }
+    }
+    cs_info(SUBSYS, "a context of device %d went away; its markers are dropped",
+            (int)(D - cs__lim_devs));
+}
+
+static CUresult record(CUevent ev, CUstream rec)
+{
+    CS_LIM_STAT_ADD(markers, 1);
+    return cs_drv.cuEventRecord(ev, rec);
+}
+
+/* Errors that mean the context (and every event of it) is gone; anything
+ * else (a stream the application just destroyed) spoils one marker. */
+static bool ctx_gone(CUresult r)
+{
+    return r == CUDA_ERROR_CONTEXT_IS_DESTROYED || r == CUDA_ERROR_INVALID_CONTEXT ||
+           r == CUDA_ERROR_DEINITIALIZED || r == CUDA_ERROR_ILLEGAL_ADDRESS ||
+           r == CUDA_ERROR_LAUNCH_FAILED;
+}
+
+/* ---- streams ------------------------------------------------------------ */
+
+static struct cs_lim_stream *stream_get(struct cs_lim_dev *D, struct cs_lim_ctx *cx,
+                                        uintptr_t key, CUstream rec, int64_t now)
+{
+    for (int i = 0; i < D->nstreams; i++) {
+        struct cs_lim_stream *st = D->streams[i];
+        if (st->key == key && st->cx == cx) {
+            st->used_ns = now;
+            return st;
+        }
+    }
+    struct cs_lim_stream *st = NULL;
+    if (D->nstreams < CS_LIM_STREAMS) {
+        st = calloc(1, sizeof *st);
+        if (!st)
+            return NULL;
+        D->streams[D->nstreams++] = st;
+    } else {
+        /* Reuse the least recently used idle record. */
+        for (int i = 0; i < D->nstreams; i++) {
+            struct cs_lim_stream *c = D->streams[i];
+            if (!c->n && !c->tickets && (!st || c->used_ns < st->used_ns))
+                st = c;
+        }
+        if (!st) {
+            cs_warn_capped(1, SUBSYS, "more than %d busy streams on one device: launches "
+                           "to the others are not measured", CS_LIM_STREAMS);
+            return NULL;
+        }
+        st->head = st->n = 0;
+    }
+    st->key = key;
+    st->rec = rec;
+    st->cx = cx;
+    st->used_ns = now;
+    return st;
+}
+
+/* Harvests one stream; adds the estimates of what it measured to *est_done. */
+static uint64_t harvest_stream(struct cs_lim_dev *D, struct cs_lim_stream *st, int64_t *est_done)
+{
+    uint64_t got = 0;
+    while (st->n) {
+        struct cs_lim_pair *p = &st->fifo[st->head];
+        CUresult q = cs_drv.cuEventQuery(p->e);
+        if (q == CUDA_ERROR_NOT_READY)
+            break;
+        if (q != CUDA_SUCCESS) {
+            if (ctx_gone(q)) {
+                ctx_lost(D, st->cx);
+                return got;
+            }
+            /* A marker that can never complete: drop it, keep the rest. */
+            *est_done += p->est < 0 ? -p->est : p->est;
+            D->inflight--;
+            st->head = (st->head + 1) % CS_LIM_FIFO;
+            st->n--;
+            continue;
+        }
+        float ms = 0;
+        CUresult r = cs_drv.cuEventElapsedTime_v2 ? cs_drv.cuEventElapsedTime_v2(&ms, p->s, p->e)
+                                                  : cs_drv.cuEventElapsedTime(&ms, p->s, p->e);
+        if (r == CUDA_SUCCESS && ms > 0) {
+            int64_t ns = (int64_t)((double)ms * 1e6);
+            got += (uint64_t)ns;
+            int k = p->est < 0 ? CS_LIM_GRAPH : CS_LIM_KERNEL;
+            int64_t *est = &D->est[k];
+            *est = *est ? *est + (ns - *est) / 4 : ns;
+        }
+        D->measured++;
+        CS_LIM_STAT_ADD(measured, 1);
+        *est_done += p->est < 0 ? -p->est : p->est;
+        D->inflight--;
+        pool_put(st->cx, p->s);
+        pool_put(st->cx, p->e);
+        st->head = (st->head + 1) % CS_LIM_FIFO;
+        st->n--;
+    }
+    return got;
+}
+
+void cs__lim_harvest_locked(int d, int64_t now)
+{
+    struct cs_lim_dev *D = &cs__lim_devs[d];
+    uint64_t own = 0;
+    int64_t est_done = 0;
+    for (int i = 0; i < D->nstreams; i++)
+        if (D->streams[i]->n)
+            own += harvest_stream(D, D->streams[i], &est_done);
+    if (own) {
+        struct cs_ledger_slot *s = cs__lim_my_slot();
+        if (s)
+            __atomic_fetch_add(&s->gpu_ns[d], own, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&D->own_total, own, __ATOMIC_RELAXED);
+    }
+    if (D->law_running)
+        cs__law_charge(&D->law, own, est_done, now);
+    else
+        cs__law_pending(&D->law, -est_done);
+}
+
+/* ---- the launch path ---------------------------------------------------- */
+
+static CUcontext ctx_of(CUstream s)
+{
+    CUcontext ctx = NULL;
+    if (s == NULL || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD) {
+        if (cs_drv.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS)
+            return NULL;
+    } else if (!cs_drv.cuStreamGetCtx || cs_drv.cuStreamGetCtx(s, &ctx) != CUDA_SUCCESS) {
+        return NULL;
+    }
+    return ctx;
+}
+
+void cs__limiter_pace(struct cs_lim_ticket *t, CUstream stream, enum cs_lim_path path)
+{
+    if (!__atomic_load_n(&arm_decided, __ATOMIC_ACQUIRE))
+        arm();
+    if (!__atomic_load_n(&cs__lim_armed, __ATOMIC_RELAXED))
+        return;
+    if (!cs_drv.cuEventRecord || !cs_drv.cuEventQuery || !cs_drv.cuCtxGetCurrent ||
+        (!cs_drv.cuEventElapsedTime_v2 && !cs_drv.cuEventElapsedTime))
+        return;
+    const bool ptsz = path & 1;
+    const bool graph = path >= CS_LIM_PATH_cuGraphLaunch;
+    CUstream rec = stream;
+    if (rec == NULL)
+        rec = ptsz ? CU_STREAM_PER_THREAD : CU_STREAM_LEGACY;
+    uintptr_t key = rec == CU_STREAM_PER_THREAD ? (uintptr_t)&per_thread_key : (uintptr_t)rec;
+    CUcontext ctx = ctx_of(rec);
+    if (!ctx)
+        return;
+    struct cs_lim_ctx *cx = ctx_get(ctx);
+    if (!cx)
+        return;
+    struct cs_lim_dev *D = &cs__lim_devs[cx->dev];
+    if (!D->pct) /* written once at arming, before arm_decided */
+        return;
+    CS_LIM_STAT_ADD(paced_launches, 1);
+    CS_LIM_STAT_ADD(launches_by_path[path], 1);
+
+    for (;;) {
+        int64_t now = cs__lim_now();
+        pthread_mutex_lock(&D->mu);
+        bool engaged = __atomic_load_n(&D->engaged, __ATOMIC_RELAXED);
+        if (engaged && !D->law_running) {
+            cs__law_start(&D->law, cs__lim_clock(cx->dev), D->pct, now);
+            D->law_running = 1;
+        } else if (!engaged) {
+            D->law_running = 0;
+        }
+        cs__lim_harvest_locked(cx->dev, now);
+        int64_t wait = engaged ? cs__law_wait(&D->law, now) : 0;
+        struct cs_lim_stream *st = stream_get(D, cx, key, rec, now);
+        /* Until a first measurement gives an estimate, keep at most two
+         * launches in flight; a full FIFO waits for the GPU too. */
+        if (!wait && ((D->measured == 0 && D->inflight >= 2) || (st && st->n >= CS_LIM_FIFO)))
+            wait = 200000;
+        if (wait) {
+            pthread_mutex_unlock(&D->mu);
+            if (wait > CS_LIM_SLEEP_MAX_NS)
+                wait = CS_LIM_SLEEP_MAX_NS;
+            CS_LIM_STAT_ADD(sleeps, 1);
+            int64_t t0 = cs__lim_now();
+            cs__lim_sleep(wait);
+            CS_LIM_STAT_ADD(sleep_ns, (uint64_t)(cs__lim_now() - t0));
+            continue;
+        }
+        int64_t est = D->est[graph ? CS_LIM_GRAPH : CS_LIM_KERNEL];
+        /* The sign of est carries the kind to the harvest (graphs < 0). */
+        t->est = (uint64_t)(graph ? -(est > 0 ? est : 1) : est);
+        /* Well under the share (or not pacing at all), a sample of the
+         * launches is enough: the others are charged by estimate. */
+        bool estimate_only = est > 0 && (!engaged || cs__law_well_under(&D->law, now)) &&
+                      D->launches++ % CS_LIM_SAMPLE != 0;
+        if (st && estimate_only) {
+            st->tickets++;
+            t->stream = st;
+            t->start = NULL;
+            pthread_mutex_unlock(&D->mu);
+            return;
+        }
+        CUevent ev = st ? pool_get(cx) : NULL;
+        if (ev) {
+            CUresult r = record(ev, rec);
+            if (r != CUDA_SUCCESS) {
+                if (ctx_gone(r))
+                    ctx_lost(D, cx);
+                else
+                    pool_put(cx, ev);
+                ev = NULL;
+            }
+        }
+        if (ev) {
+            st->tickets++;
+            t->stream = st;
+            t->start = ev;
+        }
+        pthread_mutex_unlock(&D->mu);
+        return;
+    }
+}
+
+void cs__limiter_measure(struct cs_lim_ticket *t, CUresult launched)
+{
+    struct cs_lim_stream *st = t->stream;
+    struct cs_lim_ctx *cx = st->cx;
+    struct cs_lim_dev *D = &cs__lim_devs[cx->dev];
+    int64_t est = (int64_t)t->est;
+    pthread_mutex_lock(&D->mu);
+    st->tickets--;
+    if (!t->start) {
+        /* Not sampled: charge what such a launch is measured to take. */
+        uint64_t ns = (uint64_t)(est < 0 ? -est : est);
+        if (launched == CUDA_SUCCESS && ns) {
+            struct cs_ledger_slot *s = cs__lim_my_slot();
+            if (s)
+                __atomic_fetch_add(&s->gpu_ns[cx->dev], ns, __ATOMIC_RELAXED);
+            __atomic_fetch_add(&D->own_total, ns, __ATOMIC_RELAXED);
+            if (D->law_running)
+                cs__law_charge(&D->law, ns, 0, cs__lim_now());
+        }
+        pthread_mutex_unlock(&D->mu);
+        return;
+    }
+    CUevent e = launched == CUDA_SUCCESS ? pool_get(cx) : NULL;
+    CUresult r = e ? record(e, st->rec) : CUDA_SUCCESS;
+    if (r != CUDA_SUCCESS) {
+        if (ctx_gone(r)) {
+            ctx_lost(D, cx);
+        } else {
+            pool_put(cx, t->start);
+            pool_put(cx, e);
+        }
+        pthread_mutex_unlock(&D->mu);
+        return;
+    }
+    if (!e || st->n >= CS_LIM_FIFO) {
+        pool_put(cx, t->start);
+        pool_put(cx, e);
+        pthread_mutex_unlock(&D->mu);
+        return;
+    }
+    struct cs_lim_pair *p = &st->fifo[(st->head + st->n) % CS_LIM_FIFO];
+    p->s = t->start;
+    p->e = e;
+    p->est = est;
+    st->n++;
+    D->inflight++;
+    cs__law_pending(&D->law, est < 0 ? -est : est);
+    pthread_mutex_unlock(&D->mu);
+    struct cs_ledger_slot *s = cs__lim_my_slot();
+    if (s)
+        __atomic_store_n(&s->last_launch_ns[cx->dev], (uint64_t)cs__lim_now(), __ATOMIC_RELAXED);
 }

@@ -1,15 +1,86 @@
 /*
- * The compute limiter's interface to the launch wrappers. Every launch
- * path calls cs__limiter_before_launch (which may pace the caller) and
- * cs__limiter_after_launch (which measures); with no SM limit both return
- * after one predictable branch.
+ * The compute limiter's interface to the launch wrappers (docs/limiter.md).
+ *
+ * Every launch path calls cs__limiter_before_launch (which may pace the
+ * caller: it sleeps, never spins) and cs__limiter_after_launch (which
+ * records the end of what was launched so its GPU time can be measured).
+ * A process with no SM limit in force on any device pays one load of a
+ * cached flag and one predictable branch per launch: no lock, no syscall,
+ * no event record. The flag starts "armed" so that the first launch takes
+ * the slow path once and decides.
  */
 #ifndef CS_LIMITER_LIMITER_H
 #define CS_LIMITER_LIMITER_H
 
+#include <stdint.h>
+
 #include "hook/hooks.h"
 
-void cs__limiter_before_launch(CUstream stream);
-void cs__limiter_after_launch(CUstream stream, CUresult launched);
+/* What a launch measures. */
+enum cs_lim_kind { CS_LIM_KERNEL = 0, CS_LIM_GRAPH = 1, CS_LIM_NKINDS };
+
+/* Carried from before_launch to after_launch on the caller's stack. */
+struct cs_lim_ticket {
+    void *stream;       /* limiter's stream record; NULL = nothing to do */
+    CUevent start;      /* start marker recorded before the launch; NULL:
+                           not sampled, charge the estimate instead */
+    uint64_t est;       /* GPU time expected of this launch (ns) */
+};
+
+/* Nonzero while some device of this process may need pacing or
+ * measuring; 0 once the limiter decided it has nothing to do. */
+extern int cs__lim_armed;
+
+/* Launch wrappers, in pairs: even = legacy default stream, odd = the
+ * per-thread-default-stream (_ptsz) variant of the same entry point. */
+#define CS_LIM_PATHS(X)                            \
+    X(cuLaunchKernel)                              \
+    X(cuLaunchKernel_ptsz)                         \
+    X(cuLaunchKernelEx)                            \
+    X(cuLaunchKernelEx_ptsz)                       \
+    X(cuLaunchCooperativeKernel)                   \
+    X(cuLaunchCooperativeKernel_ptsz)              \
+    X(cuGraphLaunch)                               \
+    X(cuGraphLaunch_ptsz)
+
+enum cs_lim_path {
+#define CS_X(sym) CS_LIM_PATH_##sym,
+    CS_LIM_PATHS(CS_X)
+#undef CS_X
+    CS_LIM_NPATHS
+};
+
+void cs__limiter_pace(struct cs_lim_ticket *t, CUstream stream, enum cs_lim_path path);
+void cs__limiter_measure(struct cs_lim_ticket *t, CUresult launched);
+
+static inline void cs__limiter_before_launch(struct cs_lim_ticket *t, CUstream stream,
+                                             enum cs_lim_path path)
+{
+    t->stream = 0;
+    if (__builtin_expect(__atomic_load_n(&cs__lim_armed, __ATOMIC_RELAXED) != 0, 0))
+        cs__limiter_pace(t, stream, path);
+}
+
+static inline void cs__limiter_after_launch(struct cs_lim_ticket *t, CUresult launched)
+{
+    if (__builtin_expect(t->stream != 0, 0))
+        cs__limiter_measure(t, launched);
+}
+
+/* Counters for tests and `cushare bench limiter` (process-local, relaxed).
+ * Exported as cushare_limiter_stats() so a test can read them through
+ * dlsym without linking internals. */
+struct cushare_limiter_stats {
+    uint32_t version;           /* 1 */
+    uint32_t armed;             /* the fast-path flag */
+    uint64_t paced_launches;    /* launches that went through the slow path */
+    uint64_t measured;          /* start/end pairs harvested */
+    uint64_t markers;           /* events recorded */
+    uint64_t sleeps;            /* pacing sleeps */
+    uint64_t sleep_ns;          /* total time slept by pacing */
+    uint64_t parks;             /* suspend checkpoint parks */
+    uint64_t engaged_mask;      /* bit d: pacing engaged on device d now */
+    uint64_t launches_by_path[8]; /* per enum cs_lim_path, slow path only */
+};
 
 #endif

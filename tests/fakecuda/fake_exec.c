@@ -521,8 +521,14 @@ static CUresult event_record(CUevent ev, CUstream h, unsigned flags, int ptsz)
     struct fc_sref s;
     CUresult r = e ? fc_stream_resolve(h, ptsz, &s) : CUDA_ERROR_INVALID_HANDLE;
     if (r == CUDA_SUCCESS) {
+        /* An event is a zero-length operation in the device's one queue: it
+         * completes after the stream's own work and after work already
+         * queued on the device by anyone (the model has a single queue). */
         uint64_t now = fc_now_ns();
+        uint64_t busy = __atomic_load_n(&fc_S->dev[s.ctx->o.phys].busy_until_ns, __ATOMIC_ACQUIRE);
         e->ts_ns = *s.tail > now ? *s.tail : now;
+        if (busy > e->ts_ns)
+            e->ts_ns = busy;
         e->recorded = 1;
     }
     fc_unlock();

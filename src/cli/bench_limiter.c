@@ -1,0 +1,406 @@
+/*
+ * `cushare bench limiter`: does CUDA_DEVICE_SM_LIMIT mean what it says?
+ * (docs/limiter.md, "Benchmark").
+ *
+ * For each GPU-bound workload it measures throughput (kernels/s) natively,
+ * under cushare without a limit, and under `cushare run --sm X --policy
+ * force` for each limit X; then two tenants at 25 % and 75 % side by side
+ * (separate ledgers, one shared measurement window). A launch-bound
+ * workload (GPU busy well under its limit) must not be slowed by a limit.
+ * It prints the table, writes a CSV and, when gnuplot is installed, a PNG
+ * plot of achieved versus target share into --out (default docs/).
+ *
+ * A workload is any command that accepts --secs S --warmup W
+ * --start-mono NS and prints "RESULT ... rate=R ..." (bench/limiter/).
+ * Targets: each limit within --tolerance points (default 5) of its
+ * target; the 25/75 pair at a 1:3 ratio within 10 %; cushare without a
+ * limit loses at most 1 %; the launch-bound workload keeps >= 97 %; an
+ * empty-kernel launch costs at most 1 % more without a limit.
+ * Exit status 0 when every target is met, 1 otherwise.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "core/config.h"
+
+int cs_bench_limiter(int argc, char **argv);
+
+static const char usage[] =
+    "usage: cushare bench limiter [--secs S] [--warmup W] [--limits L,L,...] [--out DIR]\n"
+    "                             [--workload NAME=COMMAND]... [--launchbound COMMAND|none]\n"
+    "                             [--launchcost COMMAND|none]\n"
+    "                             [--tolerance PP] [--start-delay S]\n"
+    "  --secs         measured seconds per run (default 5), after --warmup (default 1)\n"
+    "  --limits       SM limits to run (default 10,25,50,75,100)\n"
+    "  --workload     a GPU-bound workload; repeatable (default: elementwise, the\n"
+    "                 limiter_workload next to this binary)\n"
+    "  --launchbound  the launch-bound workload (default: limiter_workload launchbound)\n"
+    "  --launchcost   the launch-cost workload (default: limiter_workload launchcost)\n"
+    "  --out          directory for limiter-bench.csv / .gp / .png (default docs)\n"
+    "  --tolerance    allowed error of a limit, in percentage points (default 5)\n"
+    "  --start-delay  seconds the paired tenants get to start up (default 10)\n";
+
+#define MAX_WORKLOADS 8
+#define MAX_LIMITS 16
+
+struct workload {
+    char name[64];
+    char cmd[1024];
+    double native, unlimited;
+    double rate[MAX_LIMITS];
+    double pair25, pair75;
+};
+
+static struct {
+    double secs, warmup, tol, start_delay;
+    int nlimits;
+    int limits[MAX_LIMITS];
+    char out[PATH_MAX];
+    char self[PATH_MAX];
+    int nw;
+    struct workload w[MAX_WORKLOADS];
+    char launchbound[1024];
+    char launchcost[1024];
+    int failures;
+} B = {.secs = 5, .warmup = 1, .tol = 5, .start_delay = 10};
+
+static long long mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
+
+/* "" for a native run, else the `cushare run` prefix for limit pct
+ * (0: no limit). */
+static void prefix(char *out, size_t n, int cushare, int pct)
+{
+    if (!cushare)
+        snprintf(out, n, "env -u LD_PRELOAD");
+    else if (pct <= 0)
+        snprintf(out, n, "'%s' run --", B.self);
+    else
+        snprintf(out, n, "'%s' run --sm %d --policy force --", B.self, pct);
+}
+
+static FILE *start(const char *cmd, int cushare, int pct, long long start_mono)
+{
+    char pre[PATH_MAX + 64], line[4096];
+    prefix(pre, sizeof pre, cushare, pct);
+    int n = snprintf(line, sizeof line, "%s %s --secs %g --warmup %g", pre, cmd, B.secs,
+                     B.warmup);
+    if (start_mono)
+        snprintf(line + n, sizeof line - (size_t)n, " --start-mono %lld", start_mono);
+    fflush(stdout);
+    FILE *f = popen(line, "r");
+    if (!f)
+        fprintf(stderr, "cushare: bench limiter: cannot run %s: %s\n", line, strerror(errno));
+    return f;
+}
+
+/* Reads the child's output to the end; its rate, or -1. */
+static double finish(FILE *f, const char *what)
+{
+    if (!f)
+        return -1;
+    char buf[4096];
+    double rate = -1;
+    while (fgets(buf, sizeof buf, f)) {
+        char *r = strstr(buf, "RESULT ");
+        char *p = r ? strstr(r, " rate=") : NULL;
+        if (p)
+            rate = atof(p + 6);
+    }
+    int st = pclose(f);
+    if (st != 0 || rate < 0) {
+        fprintf(stderr, "cushare: bench limiter: %s failed (status %d, %s)\n", what, st,
+                rate < 0 ? "no RESULT line" : "result ignored");
+        return -1;
+    }
+    return rate;
+}
+
+static double run1(const char *cmd, int cushare, int pct, const char *what)
+{
+    return finish(start(cmd, cushare, pct, 0), what);
+}
+
+static void verdict(int ok)
+{
+    printf("  %s\n", ok ? "ok" : "MISSED");
+    if (!ok)
+        B.failures++;
+}
+
+static int parse_limits(const char *s)
+{
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", s);
+    B.nlimits = 0;
+    char *save = NULL;
+    for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        long v;
+        if (B.nlimits == MAX_LIMITS || cs__parse_int(t, 1, 100, &v))
+            return -1;
+        B.limits[B.nlimits++] = (int)v;
+    }
+    return B.nlimits ? 0 : -1;
+}
+
+static int add_workload(const char *spec)
+{
+    const char *eq = strchr(spec, '=');
+    if (!eq || eq == spec || !eq[1] || B.nw == MAX_WORKLOADS ||
+        (size_t)(eq - spec) >= sizeof B.w[0].name)
+        return -1;
+    struct workload *w = &B.w[B.nw++];
+    memcpy(w->name, spec, (size_t)(eq - spec));
+    w->name[eq - spec] = '\0';
+    snprintf(w->cmd, sizeof w->cmd, "%s", eq + 1);
+    return 0;
+}
+
+static void run_workload(struct workload *w)
+{
+    printf("\n== %s: %s\n", w->name, w->cmd);
+    printf("%-22s %12s %8s %8s %8s\n", "run", "kernels/s", "share", "target", "error");
+    w->native = run1(w->cmd, 0, 0, "native run");
+    printf("%-22s %12.1f %7.1f%%\n", "native (no cushare)", w->native, 100.0);
+    if (w->native <= 0) {
+        B.failures++;
+        return;
+    }
+    w->unlimited = run1(w->cmd, 1, 0, "cushare run without a limit");
+    double loss = 100.0 * (1 - w->unlimited / w->native);
+    printf("%-22s %12.1f %7.1f%% %8s %+7.1f%%", "cushare, no limit", w->unlimited,
+           100.0 * w->unlimited / w->native, "<=1% off", -loss);
+    verdict(w->unlimited > 0 && loss <= 1.0);
+    for (int i = 0; i < B.nlimits; i++) {
+        char label[64];
+        snprintf(label, sizeof label, "--sm %d (force)", B.limits[i]);
+        w->rate[i] = run1(w->cmd, 1, B.limits[i], label);
+        double share = 100.0 * w->rate[i] / w->native;
+        printf("%-22s %12.1f %7.1f%% %7d%% %+6.1fpp", label, w->rate[i], share, B.limits[i],
+               share - B.limits[i]);
+        verdict(w->rate[i] > 0 && fabs(share - B.limits[i]) <= B.tol);
+    }
+    long long t = mono_ns() + (long long)(B.start_delay * 1e9);
+    FILE *a = start(w->cmd, 1, 25, t), *b = start(w->cmd, 1, 75, t);
+    w->pair25 = finish(a, "tenant at 25%");
+    w->pair75 = finish(b, "tenant at 75%");
+    double ratio = w->pair75 > 0 ? w->pair25 / w->pair75 : 0;
+    printf("%-22s %12.1f %7.1f%% %7d%%\n", "tenant A --sm 25", w->pair25,
+           100.0 * w->pair25 / w->native, 25);
+    printf("%-22s %12.1f %7.1f%% %7d%%\n", "tenant B --sm 75", w->pair75,
+           100.0 * w->pair75 / w->native, 75);
+    printf("%-22s %12.3f %8s %8.3f %+6.1f%%", "A:B ratio", ratio, "", 1 / 3.0,
+           100.0 * (ratio * 3 - 1));
+    verdict(w->pair25 > 0 && w->pair75 > 0 && fabs(ratio * 3 - 1) <= 0.10);
+}
+
+static void run_launchbound(double *native, double *limited)
+{
+    printf("\n== launch-bound: %s\n", B.launchbound);
+    *native = run1(B.launchbound, 0, 0, "launch-bound native run");
+    *limited = run1(B.launchbound, 1, 25, "launch-bound run at 25%");
+    double kept = *native > 0 ? 100.0 * *limited / *native : 0;
+    printf("%-22s %12.1f\n%-22s %12.1f %7.1f%% %8s", "native (no cushare)", *native,
+           "--sm 25 (force)", *limited, kept, ">=97%");
+    verdict(*native > 0 && kept >= 97.0);
+}
+
+/* Launch cost: what cushare adds to every launch when no limit is set
+ * (fast path) and when one is (measurement, pacing idle). */
+static void run_launchcost(void)
+{
+    printf("\n== launch cost (best of 3, alternating): %s\n", B.launchcost);
+    double native = 0, none = 0, lim = 0;
+    for (int rep = 0; rep < 3; rep++) {
+        double a = run1(B.launchcost, 0, 0, "launch-cost native run");
+        double b = run1(B.launchcost, 1, 0, "launch-cost run without a limit");
+        double c = run1(B.launchcost, 1, 99, "launch-cost run at 99%");
+        native = a > native ? a : native;
+        none = b > none ? b : none;
+        lim = c > lim ? c : lim;
+    }
+    if (native <= 0 || none <= 0 || lim <= 0) {
+        B.failures++;
+        return;
+    }
+    double n_us = 1e6 / native, u_us = 1e6 / none, l_us = 1e6 / lim;
+    printf("%-22s %9.2f us\n", "native (no cushare)", n_us);
+    printf("%-22s %9.2f us %+7.1f%% %8s", "cushare, no limit", u_us, 100 * (u_us / n_us - 1),
+           "<=+1%");
+    verdict(u_us <= n_us * 1.01);
+    printf("%-22s %9.2f us %+7.1f%%  (measurement: two events per launch)\n",
+           "cushare, --sm 99", l_us, 100 * (l_us / n_us - 1));
+}
+
+static void write_outputs(double lb_native, double lb_limited)
+{
+    mkdir(B.out, 0755);
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/limiter-bench.csv", B.out);
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "cushare: bench limiter: cannot write %s: %s\n", path, strerror(errno));
+        B.failures++;
+        return;
+    }
+    fprintf(f, "workload,run,target_pct,kernels_per_s,share_pct\n");
+    for (int k = 0; k < B.nw; k++) {
+        const struct workload *w = &B.w[k];
+        if (w->native <= 0)
+            continue;
+        fprintf(f, "%s,native,100,%.1f,100.0\n", w->name, w->native);
+        fprintf(f, "%s,unlimited,100,%.1f,%.2f\n", w->name, w->unlimited,
+                100 * w->unlimited / w->native);
+        for (int i = 0; i < B.nlimits; i++)
+            fprintf(f, "%s,limit,%d,%.1f,%.2f\n", w->name, B.limits[i], w->rate[i],
+                    100 * w->rate[i] / w->native);
+        fprintf(f, "%s,pair,25,%.1f,%.2f\n", w->name, w->pair25, 100 * w->pair25 / w->native);
+        fprintf(f, "%s,pair,75,%.1f,%.2f\n", w->name, w->pair75, 100 * w->pair75 / w->native);
+    }
+    if (lb_native > 0)
+        fprintf(f, "launchbound,limit,25,%.1f,%.2f\n", lb_limited, 100 * lb_limited / lb_native);
+    fclose(f);
+    printf("\nwrote %s\n", path);
+
+    snprintf(path, sizeof path, "%s/limiter-bench.gp", B.out);
+    f = fopen(path, "w");
+    if (!f)
+        return;
+    fprintf(f, "set datafile separator ','\n"
+               "set terminal pngcairo size 900,600 noenhanced\n"
+               "set output '%s/limiter-bench.png'\n"
+               "set title 'cushare: achieved GPU share vs CUDA_DEVICE_SM_LIMIT (force)'\n"
+               "set xlabel 'SM limit (%%)'\nset ylabel 'throughput, %% of native'\n"
+               "set xrange [0:105]\nset yrange [0:110]\nset grid\nset key left top\n"
+               "# HAMi-core (force) on the same H200, from docs (DESIGN.md)\n"
+               "$hami << EOD\n10 38 5\n25 100 36\n50 100 73\n75 100 88\nEOD\n"
+               "plot x title 'target' with lines dt 2 lc 'gray'",
+            B.out);
+    for (int k = 0; k < B.nw; k++) {
+        if (!strcmp(B.w[k].name, "matmul"))
+            fprintf(f, ", $hami using 1:2 title 'HAMi-core, matmul' with linespoints dt 3 pt 6");
+        if (!strcmp(B.w[k].name, "elementwise"))
+            fprintf(f, ", $hami using 1:3 title 'HAMi-core, elementwise' with linespoints dt 3 "
+                       "pt 6");
+    }
+    for (int k = 0; k < B.nw; k++)
+        fprintf(f, ", '%s/limiter-bench.csv' using ((strcol(1) eq '%s' && strcol(2) eq "
+                   "'limit') ? $3 : 1/0):5 title '%s' with linespoints lw 2 pt 7",
+                B.out, B.w[k].name, B.w[k].name);
+    for (int k = 0; k < B.nw; k++)
+        fprintf(f, ", '%s/limiter-bench.csv' using ((strcol(1) eq '%s' && strcol(2) eq "
+                   "'pair') ? $3 : 1/0):5 title '%s, two tenants' with points pt 5 ps 1.5",
+                B.out, B.w[k].name, B.w[k].name);
+    fprintf(f, "\n");
+    fclose(f);
+    char cmd[2 * PATH_MAX];
+    snprintf(cmd, sizeof cmd, "command -v gnuplot >/dev/null 2>&1 && gnuplot '%s' 2>/dev/null",
+             path);
+    fflush(stdout);
+    if (system(cmd) == 0)
+        printf("wrote %s/limiter-bench.png\n", B.out);
+    else
+        printf("gnuplot not found or failed: plot script left in %s\n", path);
+}
+
+int cs_bench_limiter(int argc, char **argv)
+{
+    snprintf(B.out, sizeof B.out, "docs");
+    parse_limits("10,25,50,75,100");
+    B.launchbound[0] = '\0';
+    bool lb_set = false, lc_set = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            fputs(usage, stdout);
+            return CS_EXIT_OK;
+        }
+        if (!v)
+            return cs_cli_usage_error("bench limiter", "%s needs a value (see --help)", a);
+        i++;
+        if (!strcmp(a, "--secs"))
+            B.secs = atof(v);
+        else if (!strcmp(a, "--warmup"))
+            B.warmup = atof(v);
+        else if (!strcmp(a, "--tolerance"))
+            B.tol = atof(v);
+        else if (!strcmp(a, "--start-delay"))
+            B.start_delay = atof(v);
+        else if (!strcmp(a, "--out"))
+            snprintf(B.out, sizeof B.out, "%s", v);
+        else if (!strcmp(a, "--limits") && parse_limits(v))
+            return cs_cli_usage_error("bench limiter", "--limits takes percentages 1..100, "
+                                      "comma separated");
+        else if (!strcmp(a, "--workload") && add_workload(v))
+            return cs_cli_usage_error("bench limiter", "--workload takes NAME=COMMAND");
+        else if (!strcmp(a, "--launchbound")) {
+            snprintf(B.launchbound, sizeof B.launchbound, "%s", strcmp(v, "none") ? v : "");
+            lb_set = true;
+        } else if (!strcmp(a, "--launchcost")) {
+            snprintf(B.launchcost, sizeof B.launchcost, "%s", strcmp(v, "none") ? v : "");
+            lc_set = true;
+        } else if (strcmp(a, "--limits") && strcmp(a, "--workload"))
+            return cs_cli_usage_error("bench limiter", "unknown option %s (see --help)", a);
+    }
+    if (B.secs <= 0 || B.warmup < 0 || B.tol <= 0)
+        return cs_cli_usage_error("bench limiter", "--secs and --tolerance must be positive");
+    snprintf(B.self, sizeof B.self, "%s/cushare", cs_cli_self_dir());
+    char dflt[PATH_MAX + 32];
+    snprintf(dflt, sizeof dflt, "%s/limiter_workload", cs_cli_self_dir());
+    bool have_dflt = access(dflt, X_OK) == 0;
+    if (!B.nw) {
+        if (!have_dflt)
+            return cs_cli_usage_error("bench limiter", "no workload: pass --workload "
+                                      "NAME=COMMAND (limiter_workload is not next to cushare)");
+        char spec[PATH_MAX + 64];
+        snprintf(spec, sizeof spec, "elementwise='%s' elementwise", dflt);
+        add_workload(spec);
+    }
+    if (!lb_set && have_dflt && strlen(dflt) + 16 < sizeof B.launchbound) {
+        strcpy(B.launchbound, "'");
+        strcat(B.launchbound, dflt);
+        strcat(B.launchbound, "' launchbound");
+    }
+    if (!lc_set && have_dflt && strlen(dflt) + 16 < sizeof B.launchcost) {
+        strcpy(B.launchcost, "'");
+        strcat(B.launchcost, dflt);
+        strcat(B.launchcost, "' launchcost");
+    }
+    /* Children get their slice from `cushare run`, nothing inherited. */
+    unsetenv("LD_PRELOAD");
+    unsetenv("CUDA_DEVICE_SM_LIMIT");
+    unsetenv("GPU_CORE_UTILIZATION_POLICY");
+    unsetenv("CUDA_DEVICE_MEMORY_SHARED_CACHE");
+    for (int d = 0; d < 16; d++) {
+        char v[64];
+        snprintf(v, sizeof v, "CUDA_DEVICE_SM_LIMIT_%d", d);
+        unsetenv(v);
+    }
+    printf("cushare bench limiter: %g s measured after %g s warm-up per run, tolerance %g pp\n",
+           B.secs, B.warmup, B.tol);
+    for (int k = 0; k < B.nw; k++)
+        run_workload(&B.w[k]);
+    double lb_native = 0, lb_limited = 0;
+    if (B.launchbound[0])
+        run_launchbound(&lb_native, &lb_limited);
+    if (B.launchcost[0])
+        run_launchcost();
+    write_outputs(lb_native, lb_limited);
+    printf("\n%s: %d target%s missed\n", B.failures ? "FAIL" : "PASS", B.failures,
+           B.failures == 1 ? "" : "s");
+    return B.failures ? CS_EXIT_FAIL : CS_EXIT_OK;
+}

@@ -1,0 +1,114 @@
+/*
+ * State shared by the files of src/limiter (private; docs/limiter.md).
+ *
+ *   limiter.c  arming, per-device pacing and measurement (launch threads)
+ *   tenant.c   the tenant's GPU time: other processes' slots in the ledger
+ *   watch.c    the watcher thread: NVML, identity, board, policy decision
+ *   board.c    the node board: tenants' priority and recent activity
+ *   suspend.c  the suspend checkpoint and optional HAMi signal handlers
+ *   law.c      the control law (pure)
+ *
+ * Locking: each device has one mutex (struct cs_lim_dev.mu) over its
+ * control state, its stream records and the event pools of its contexts.
+ * It is held for a handful of driver calls (event record/query), never
+ * across a sleep, a launch or an NVML call. tenant.mu orders the scans of
+ * the ledger; it is only try-locked on the launch path.
+ */
+#ifndef CS_LIMITER_INTERNAL_H
+#define CS_LIMITER_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "hook/runtime.h"
+#include "limiter/law.h"
+#include "limiter/limiter.h"
+
+#define CS_LIM_FIFO 512          /* start/end pairs in flight per stream */
+#define CS_LIM_STREAMS 64        /* stream records per device */
+#define CS_LIM_CTXS 16           /* contexts the limiter tracks */
+#define CS_LIM_TICK_NS 100000000ll /* watcher period: 100 ms */
+#define CS_LIM_SLEEP_MAX_NS 50000000ll /* one pacing sleep at most 50 ms */
+#define CS_LIM_SAMPLE 8          /* well under the share: measure 1 launch in 8 */
+
+/* A context we record markers in: its device and a pool of free events. */
+struct cs_lim_ctx {
+    CUcontext ctx;               /* atomic publish; NULL = unused */
+    int dev;                     /* ledger device index */
+    CUevent *pool;               /* under devs[dev].mu */
+    int npool, cap;
+};
+
+struct cs_lim_pair {
+    CUevent s, e;
+    int64_t est;
+};
+
+/* One stream (or default stream) the tenant launched to on a device. */
+struct cs_lim_stream {
+    uintptr_t key;               /* stream handle or per-thread key */
+    CUstream rec;                /* handle to record markers on */
+    struct cs_lim_ctx *cx;
+    int tickets;                 /* launches between pace and measure */
+    uint32_t head, n;            /* FIFO of pairs, oldest first */
+    int64_t used_ns;             /* last launch: eviction order */
+    struct cs_lim_pair fifo[CS_LIM_FIFO];
+};
+
+struct cs_lim_dev {
+    pthread_mutex_t mu;
+    uint32_t pct;                /* effective limit 1..99, 0 = none */
+    int engaged;                 /* atomic: pacing on (policy decision) */
+    int law_running;             /* law started since last engaged */
+    struct cs_law law;
+    int64_t est[CS_LIM_NKINDS];  /* EMA of measured GPU ns per launch */
+    uint64_t measured;           /* pairs harvested */
+    uint64_t inflight;           /* pairs pushed, not harvested */
+    uint64_t launches;           /* slow-path launches: sampling counter */
+    uint64_t own_total;          /* atomic: GPU ns this process measured */
+    int64_t contended_until;     /* watcher only: hold of the decision */
+    int nstreams;
+    struct cs_lim_stream *streams[CS_LIM_STREAMS];
+};
+
+extern struct cs_lim_dev cs__lim_devs[CS_MAX_DEVICES];
+extern struct cushare_limiter_stats cs__lim_stats;
+
+#define CS_LIM_STAT_ADD(field, v) __atomic_fetch_add(&cs__lim_stats.field, (v), __ATOMIC_RELAXED)
+
+int64_t cs__lim_now(void);
+void cs__lim_sleep(int64_t ns);
+
+/* Harvests completed pairs of device d (its mutex held): publishes the
+ * measured GPU time in our slot and charges the tenant's clock. */
+void cs__lim_harvest_locked(int d, int64_t now);
+
+/* The tenant's other processes (tenant.c). others[d] is a monotonic sum
+ * of the GPU time their slots published since we first saw them. */
+void cs__tenant_reset(void);
+/* Re-lists live slots (and sums): watcher, every tick. */
+void cs__tenant_refresh(void);
+uint64_t cs__tenant_others(int d);
+/* NVML pids of the tenant's live processes (host_pid of each slot, 0s
+ * skipped); returns how many were written. */
+int cs__tenant_pids(unsigned *out, int cap);
+
+/* The tenant's virtual clock of device d (law.h), shared by its processes
+ * through the ledger header (dev[d].pace_vt_ns, docs/ledger.md). */
+static inline int64_t *cs__lim_clock(int d)
+{
+    return &cs_rt.ledger.hdr->dev[d].pace_vt_ns;
+}
+
+/* Our slot, or NULL before the ledger is ready. */
+struct cs_ledger_slot *cs__lim_my_slot(void);
+
+/* Watcher (watch.c). Started once per process (again in a fork child). */
+void cs__watch_start(void);
+void cs__watch_atfork_child(void);
+
+/* Suspend signals (suspend.c): installs the opt-in handlers once. */
+void cs__suspend_install_signals(void);
+
+#endif

@@ -1,0 +1,65 @@
+/*
+ * The control law (law.h). Integer arithmetic in nanoseconds: advancing V
+ * by ns * 100 / pct cannot overflow for any GPU time below 10^16 ns. The
+ * shared clock is updated with a compare-and-swap loop, so processes of a
+ * tenant charging at once never lose a charge.
+ */
+#include "limiter/law.h"
+
+static int64_t scale(const struct cs_law *l, int64_t ns)
+{
+    return ns * 100 / (int64_t)l->pct;
+}
+
+/* Idle time earns at most CREDIT: the clock including our work still in
+ * flight may lag real time by CREDIT at most. (Clamping V alone would
+ * forfeit credit that in-flight work is about to use up.) */
+static int64_t clamped(const struct cs_law *l, int64_t v, int64_t now)
+{
+    int64_t floor = now - CS_LAW_CREDIT_NS - scale(l, l->pending);
+    return v < floor ? floor : v;
+}
+
+void cs__law_start(struct cs_law *l, int64_t *vt, uint32_t pct, int64_t now)
+{
+    l->vt = vt;
+    l->pct = pct < 1 ? 1 : pct > 99 ? 99 : pct;
+    if (l->pending < 0)
+        l->pending = 0;
+    int64_t unset = 0;
+    __atomic_compare_exchange_n(vt, &unset, now, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+}
+
+void cs__law_charge(struct cs_law *l, uint64_t gpu_ns, int64_t est_ns, int64_t now)
+{
+    int64_t v = __atomic_load_n(l->vt, __ATOMIC_ACQUIRE), nv;
+    do
+        nv = clamped(l, v, now) + scale(l, (int64_t)gpu_ns);
+    while (!__atomic_compare_exchange_n(l->vt, &v, nv, true, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE));
+    cs__law_pending(l, -est_ns);
+}
+
+void cs__law_pending(struct cs_law *l, int64_t est_ns)
+{
+    l->pending += est_ns;
+    if (l->pending < 0)
+        l->pending = 0;
+}
+
+int64_t cs__law_wait(const struct cs_law *l, int64_t now)
+{
+    int64_t v = __atomic_load_n(l->vt, __ATOMIC_ACQUIRE);
+    int64_t veff = clamped(l, v, now) + scale(l, l->pending);
+    if (veff <= now + CS_LAW_AHEAD_NS)
+        return 0;
+    /* Hysteresis: once over, sleep until V is back to real time, so the
+     * tenant alternates bursts of ~AHEAD*L GPU time with sleeps of
+     * ~AHEAD instead of waking for every launch. */
+    return veff - now;
+}
+
+bool cs__law_well_under(const struct cs_law *l, int64_t now)
+{
+    int64_t v = __atomic_load_n(l->vt, __ATOMIC_ACQUIRE);
+    return clamped(l, v, now) + scale(l, l->pending) <= now - CS_LAW_CREDIT_NS / 2;
+}

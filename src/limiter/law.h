@@ -1,0 +1,58 @@
+/*
+ * The control law of the compute limiter, as a pure state machine with an
+ * injected clock, so tests drive it without a GPU (docs/limiter.md).
+ *
+ * A tenant limited to share L (0 < L < 1) of a device owns one virtual
+ * clock V, shared by all its processes (it lives in the ledger). Every
+ * nanosecond of GPU time the tenant's work is measured to take advances V
+ * by 1/L ns. A process may launch while V, plus its own work launched but
+ * not yet measured (charged by estimate), is at most AHEAD past real time;
+ * otherwise it sleeps until V is back to real time. V never lags real time
+ * by more than CREDIT: idle time earns at most CREDIT*L of burst.
+ *
+ * Over any interval the GPU time charged is L * (advance of V), and V stays
+ * within [now - CREDIT, now + AHEAD + one launch / L] while the tenant is
+ * busy, so the long-run share is L with an error bounded by
+ * (CREDIT + AHEAD + longest launch / L) / interval. Estimates of work in
+ * flight bound what is queued on the GPU to about AHEAD * L of GPU time.
+ * One clock for the whole tenant makes its processes behave like threads
+ * of one process: none can run ahead on a private clock and starve another.
+ */
+#ifndef CS_LIMITER_LAW_H
+#define CS_LIMITER_LAW_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define CS_LAW_AHEAD_NS 1000000ll    /* run ahead of real time by 1 ms */
+#define CS_LAW_CREDIT_NS 20000000ll  /* at most 20 ms of idle credit */
+
+struct cs_law {
+    int64_t *vt;         /* the tenant's virtual clock, CLOCK_MONOTONIC ns;
+                            0 = unset; touched with atomics only */
+    int64_t pending;     /* this process's estimated unmeasured GPU ns */
+    uint32_t pct;        /* the share in percent, 1..99 */
+};
+
+/* Binds l to the shared clock `vt` for a share of `pct` percent (1..99)
+ * and starts the clock at `now` if nobody has yet. */
+void cs__law_start(struct cs_law *l, int64_t *vt, uint32_t pct, int64_t now);
+
+/* `gpu_ns` of measured GPU time of this process; `est_ns` is what it had
+ * been estimated at when launched: it leaves the pending sum in the same
+ * step, so the credit clamp sees in-flight work as in flight until it is
+ * charged. */
+void cs__law_charge(struct cs_law *l, uint64_t gpu_ns, int64_t est_ns, int64_t now);
+
+/* Adds (launch) or drops (lost, never measured) an estimate of own work. */
+void cs__law_pending(struct cs_law *l, int64_t est_ns);
+
+/* 0: launch now. Otherwise how long to sleep (ns) before asking again. */
+int64_t cs__law_wait(const struct cs_law *l, int64_t now);
+
+/* True while the tenant is well under its share (more than half of the
+ * credit unused): the limiter may then measure only a sample of launches
+ * and charge the rest by estimate. */
+bool cs__law_well_under(const struct cs_law *l, int64_t now);
+
+#endif

@@ -1,0 +1,140 @@
+/*
+ * Suspend and resume (docs/limiter.md, "Suspend and resume").
+ *
+ * Protocol: `cushare suspend LEDGER` stores CS_SUSPEND in run_request of
+ * every live slot; `cushare resume` stores CS_RUN there and FUTEX_WAKEs
+ * the word. Every intercepted call passes cs__checkpoint() (CS_ENTER):
+ * with nothing requested that is one relaxed load. A thread that finds
+ * CS_SUSPEND parks in FUTEX_WAIT on that very word (a non-private futex on
+ * the MAP_SHARED ledger, so a waker in another process reaches it), with a
+ * 1 s timeout as a safety net against a waker that never wakes. While any
+ * thread of the process is parked, the slot's run_state is 1, which is
+ * how `cushare suspend` counts "N processes parked". Work already queued
+ * on the GPU finishes; nothing new is submitted.
+ *
+ * HAMi compatibility (opt-in, CUSHARE_HAMI_SIGNALS=1): SIGUSR2 suspends
+ * and SIGUSR1 resumes the receiving process, as HAMi-core's handlers do.
+ * The handlers are installed lazily at the first launch (never in a
+ * constructor) with sigaction and chain to whatever the application had
+ * installed before: its SA_SIGINFO or plain handler is called after ours;
+ * SIG_IGN and SIG_DFL are never called as functions (in this mode the
+ * signals are control signals, so they are consumed, not fatal). An
+ * application that installs its own handler later replaces ours: its
+ * choice wins. Without the opt-in, cushare installs no signal handler.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <linux/futex.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/log.h"
+#include "limiter/internal.h"
+#include "mem/admit.h"
+
+#define SUBSYS "limiter"
+
+static pthread_mutex_t park_mu = PTHREAD_MUTEX_INITIALIZER;
+static int parked; /* threads of this process parked, under park_mu */
+
+static struct cs_ledger_slot *slot_fast(void)
+{
+    struct cs_ledger_header *h = cs_rt.ledger.hdr;
+    int idx = cs_rt.ledger.slot;
+    if (__builtin_expect(!h || idx < 0, 0))
+        return NULL;
+    return (struct cs_ledger_slot *)((char *)h + CS_LEDGER_HEADER_SIZE +
+                                     (size_t)idx * sizeof(struct cs_ledger_slot));
+}
+
+static long futex(uint32_t *word, int op, uint32_t val, const struct timespec *ts)
+{
+    return syscall(SYS_futex, word, op, val, ts, NULL, 0);
+}
+
+static void park(struct cs_ledger_slot *s)
+{
+    pthread_mutex_lock(&park_mu);
+    if (parked++ == 0)
+        __atomic_store_n(&s->run_state, 1u, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&park_mu);
+    CS_LIM_STAT_ADD(parks, 1);
+    cs_info(SUBSYS, "suspended by request: parked until `cushare resume`");
+    while (__atomic_load_n(&s->run_request, __ATOMIC_ACQUIRE) == CS_SUSPEND) {
+        struct timespec ts = {.tv_sec = 1};
+        futex(&s->run_request, FUTEX_WAIT, CS_SUSPEND, &ts);
+    }
+    pthread_mutex_lock(&park_mu);
+    if (--parked == 0)
+        __atomic_store_n(&s->run_state, 0u, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&park_mu);
+}
+
+void cs__checkpoint(void)
+{
+    struct cs_ledger_slot *s = slot_fast();
+    if (__builtin_expect(!s, 0))
+        return;
+    /* Any value but CS_SUSPEND (a newer writer's) means run. */
+    if (__builtin_expect(__atomic_load_n(&s->run_request, __ATOMIC_RELAXED) != CS_SUSPEND, 1))
+        return;
+    park(s);
+}
+
+/* ---- HAMi signals (opt-in) --------------------------------------------- */
+
+static struct sigaction prev_usr1, prev_usr2;
+
+static void chain(const struct sigaction *p, int sig, siginfo_t *si, void *uc)
+{
+    if (p->sa_flags & SA_SIGINFO) {
+        if (p->sa_sigaction)
+            p->sa_sigaction(sig, si, uc);
+    } else if (p->sa_handler != SIG_DFL && p->sa_handler != SIG_IGN && p->sa_handler) {
+        p->sa_handler(sig);
+    }
+}
+
+/* Async-signal-safe: atomic stores and the futex syscall only. */
+static void on_signal(int sig, siginfo_t *si, void *uc)
+{
+    int saved = errno;
+    struct cs_ledger_slot *s = slot_fast();
+    if (s && sig == SIGUSR2) {
+        __atomic_store_n(&s->run_request, (uint32_t)CS_SUSPEND, __ATOMIC_SEQ_CST);
+    } else if (s && sig == SIGUSR1) {
+        __atomic_store_n(&s->run_request, (uint32_t)CS_RUN, __ATOMIC_SEQ_CST);
+        futex(&s->run_request, FUTEX_WAKE, INT32_MAX, NULL);
+    }
+    errno = saved;
+    chain(sig == SIGUSR1 ? &prev_usr1 : &prev_usr2, sig, si, uc);
+    errno = saved;
+}
+
+static void install(int sig, struct sigaction *prev)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_signal;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(sig, &sa, prev); /* one call: the old disposition is what we replace */
+}
+
+void cs__suspend_install_signals(void)
+{
+    static int done; /* once per process image: handlers survive fork */
+    if (__atomic_exchange_n(&done, 1, __ATOMIC_ACQ_REL))
+        return;
+    const char *v = getenv("CUSHARE_HAMI_SIGNALS");
+    if (!v || strcmp(v, "1"))
+        return;
+    install(SIGUSR1, &prev_usr1);
+    install(SIGUSR2, &prev_usr2);
+    cs_info(SUBSYS, "HAMi signals on: SIGUSR2 suspends, SIGUSR1 resumes (chained to the "
+            "application's handlers)");
+}

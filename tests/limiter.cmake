@@ -1,0 +1,58 @@
+# Compute limiter (src/limiter, docs/limiter.md). The tests run
+# limiter_worker processes under the preloaded library over the fake
+# driver's simulated GPU time and measure the shares they get; each prints
+# what it measured. The suite stays under a minute on two cores.
+add_executable(limiter_worker limiter/lim_worker.c)
+target_link_libraries(limiter_worker PRIVATE fakecuda_driver dl pthread)
+add_dependencies(limiter_worker libcushare)
+
+function(cs_limiter_test name src)
+  cs_add_test(${name} SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/limiter/${src} ${ARGN})
+  add_dependencies(${name} limiter_worker)
+  set_tests_properties(${name} PROPERTIES TIMEOUT 60)
+endfunction()
+
+cs_limiter_test(limiter_law test_law.c ${CMAKE_SOURCE_DIR}/src/limiter/law.c
+  LABELS sanitize)
+cs_limiter_test(limiter_share_long test_share.c ARGS long)
+cs_limiter_test(limiter_share_short test_share.c ARGS short)
+cs_limiter_test(limiter_paths test_paths.c)
+foreach(case disable default perdev)
+  cs_limiter_test(limiter_policy_${case} test_policy.c ARGS ${case})
+endforeach()
+foreach(case recovery priority)
+  cs_limiter_test(limiter_contend_${case} test_contend.c ARGS ${case})
+endforeach()
+cs_limiter_test(limiter_tenant test_tenant.c)
+cs_limiter_test(limiter_suspend test_suspend.c)
+foreach(case plain hami)
+  cs_limiter_test(limiter_signals_${case} test_signals.c ARGS ${case})
+endforeach()
+cs_limiter_test(limiter_nolimit test_nolimit.c)
+# The interposer linked into the test itself (without dlsym.c), so the
+# threaded limiter also runs under ThreadSanitizer.
+set(CS_LIMITER_INPROC_SRC ${CS_LIB_SRC})
+list(FILTER CS_LIMITER_INPROC_SRC EXCLUDE REGEX "src/hook/dlsym\\.c$")
+cs_limiter_test(limiter_threads test_threads.c ${CS_LIMITER_INPROC_SRC}
+  $<TARGET_OBJECTS:cs_common> LIBS fakecuda_driver LABELS tsan)
+
+# The benchmark's GPU workload (bench/limiter), built next to `cushare` so
+# `cushare bench limiter` finds it; it dlopens libcuda.so.1 at run time.
+add_executable(limiter_workload ${CMAKE_SOURCE_DIR}/bench/limiter/workload.c)
+target_include_directories(limiter_workload PRIVATE ${CMAKE_SOURCE_DIR}/bench/limiter)
+target_link_libraries(limiter_workload PRIVATE dl)
+
+# `cushare bench limiter` end to end on the fake (short runs; the table,
+# the CSV and the limit row are checked, not the two-tenant ratio, which
+# the fake's event timestamps distort: docs/limiter.md).
+add_test(NAME limiter_bench_smoke COMMAND sh -c
+  "rm -rf '${CMAKE_BINARY_DIR}/tmp/limiter/bench' && mkdir -p '${CMAKE_BINARY_DIR}/tmp/limiter/bench' && \
+   FAKECUDA_STATE='${CMAKE_BINARY_DIR}/tmp/limiter/bench/gpu.state' '${CS_CLI}' bench limiter \
+   --secs 0.5 --warmup 0.2 --limits 50 --start-delay 0.5 --launchcost none \
+   --out '${CMAKE_BINARY_DIR}/tmp/limiter/bench' > '${CMAKE_BINARY_DIR}/tmp/limiter/bench/out.txt' 2>&1; \
+   cat '${CMAKE_BINARY_DIR}/tmp/limiter/bench/out.txt'; \
+   grep -q -- '--sm 50 (force).*ok' '${CMAKE_BINARY_DIR}/tmp/limiter/bench/out.txt' && \
+   grep -q 'launch-bound' '${CMAKE_BINARY_DIR}/tmp/limiter/bench/out.txt' && \
+   test -s '${CMAKE_BINARY_DIR}/tmp/limiter/bench/limiter-bench.csv'")
+set_tests_properties(limiter_bench_smoke PROPERTIES TIMEOUT 60
+  ENVIRONMENT "${CS_TEST_ENV};FAKECUDA_NS_PER_BLOCK=1")

@@ -1,0 +1,258 @@
+/*
+ * Harness of the limiter tests (tests/limiter.cmake). A test is a parent
+ * that starts limiter_worker processes under the preloaded libcushare.so
+ * over tests/fakecuda and measures, from the fake's shared device
+ * timeline, which share of GPU time each worker actually got, window by
+ * window. Each test uses its own fake state file (its own simulated GPUs),
+ * ledgers and node board under $CS_BUILD_DIR/tmp/limiter/<test>/, so tests
+ * can run in parallel.
+ */
+#ifndef CS_TESTS_LIM_TEST_H
+#define CS_TESTS_LIM_TEST_H
+
+#define _GNU_SOURCE
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "fakecuda/fakecuda_state.h"
+
+static char lim_dir_path[4096];
+
+static inline int64_t lim_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
+
+static inline void lim_sleep_ms(double ms)
+{
+    struct timespec ts = {.tv_sec = (time_t)(ms / 1000),
+                          .tv_nsec = (long)(fmod(ms, 1000.0) * 1e6)};
+    while (nanosleep(&ts, &ts) && errno == EINTR) {
+    }
+}
+
+/* $CS_BUILD_DIR/tmp/limiter/<name>/, emptied. Returns the path. */
+static inline const char *lim_dir(const char *name)
+{
+    const char *b = getenv("CS_BUILD_DIR");
+    CHECK(b != NULL);
+    snprintf(lim_dir_path, sizeof lim_dir_path, "%s/tmp/limiter/%s", b, name);
+    char cmd[9000];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", lim_dir_path, lim_dir_path);
+    CHECK_EQ(system(cmd), 0);
+    return lim_dir_path;
+}
+
+static inline const char *lim_path(const char *file)
+{
+    static char bufs[16][4200];
+    static int k;
+    char *p = bufs[k++ % 16];
+    snprintf(p, 4200, "%s/%s", lim_dir_path, file);
+    return p;
+}
+
+/* A fresh simulated GPU set: the state file `name` in the test directory.
+ * The environment of the parent (FAKECUDA_DEVICES...) shapes it. */
+static inline struct fakecuda_state *lim_gpu(const char *name)
+{
+    struct fakecuda_state *s = fakecuda_state_open(lim_path(name));
+    CHECK(s != NULL);
+    return s;
+}
+
+/* A worker: environment assignments (NULL-terminated) and arguments
+ * (NULL-terminated, without the program). Runs under the preload. */
+static inline pid_t lim_spawn(const char *const *env, const char *const *args)
+{
+    const char *b = getenv("CS_BUILD_DIR");
+    const char *lib = getenv("CUSHARE_LIBRARY");
+    CHECK(b && lib);
+    char prog[4200];
+    snprintf(prog, sizeof prog, "%s/limiter_worker", b);
+    fflush(NULL);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid)
+        return pid;
+    setenv("LD_PRELOAD", lib, 1);
+    setenv("CUSHARE_LOG_LEVEL", getenv("LIM_LOG") ? getenv("LIM_LOG") : "warn", 1);
+    for (int i = 0; env && env[i]; i++)
+        putenv((char *)env[i]);
+    const char *argv[64] = {prog};
+    int n = 1;
+    for (int i = 0; args && args[i] && n < 63; i++)
+        argv[n++] = args[i];
+    argv[n] = NULL;
+    execv(prog, (char *const *)argv);
+    _exit(127);
+}
+
+static inline int lim_wait(pid_t pid)
+{
+    int st;
+    while (waitpid(pid, &st, 0) < 0)
+        CHECK(errno == EINTR);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* Runs `cmd` (a shell command line) and returns its exit status. */
+static inline int lim_shell(const char *fmt, ...)
+{
+    char cmd[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    int st = system(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+/* Busy ns of `pid` (0: anyone) on device d of the fake in [from, to). */
+static inline uint64_t lim_busy(struct fakecuda_state *s, int d, int pid, int64_t from, int64_t to)
+{
+    struct fakecuda_device *D = &s->dev[d];
+    uint64_t sum = 0;
+    fakecuda_lock(&D->lock);
+    uint64_t h = D->ring_head;
+    for (uint64_t n = 0; n < FAKECUDA_RING && n < h; n++) {
+        const struct fakecuda_interval *iv = &D->ring[(h - 1 - n) % FAKECUDA_RING];
+        if ((int64_t)iv->end_ns <= from)
+            break;
+        if (pid && iv->pid != pid)
+            continue;
+        int64_t a = (int64_t)iv->start_ns > from ? (int64_t)iv->start_ns : from;
+        int64_t b = (int64_t)iv->end_ns < to ? (int64_t)iv->end_ns : to;
+        if (b > a)
+            sum += (uint64_t)(b - a);
+    }
+    fakecuda_unlock(&D->lock);
+    return sum;
+}
+
+/* Per-window shares of up to 8 pids on one device, sampled live. */
+#define LIM_MAXW 256
+struct lim_series {
+    int n;
+    int64_t t[LIM_MAXW];          /* window end, ns since the series start */
+    double share[8][LIM_MAXW];    /* percent */
+};
+
+/* Samples windows of `win_ms` every `win_ms` for `total_ms`, each window
+ * ending `lag_ms` in the past (work is scheduled ahead of time). */
+static inline void lim_sample(struct fakecuda_state *s, int d, const pid_t *pids, int npids,
+                              double total_ms, double win_ms, double lag_ms,
+                              struct lim_series *out)
+{
+    memset(out, 0, sizeof *out);
+    const int64_t t0 = lim_now();
+    const int64_t win = (int64_t)(win_ms * 1e6), lag = (int64_t)(lag_ms * 1e6);
+    int64_t next = t0 + win + lag;
+    while (next - t0 <= (int64_t)(total_ms * 1e6) && out->n < LIM_MAXW) {
+        int64_t now = lim_now();
+        if (now < next) {
+            lim_sleep_ms((double)(next - now) / 1e6);
+            continue;
+        }
+        int64_t to = next - lag, from = to - win;
+        for (int k = 0; k < npids && k < 8; k++)
+            out->share[k][out->n] = 100.0 * (double)lim_busy(s, d, pids[k], from, to) /
+                                    (double)win;
+        out->t[out->n] = to - t0;
+        out->n++;
+        next += win;
+    }
+}
+
+/* Mean and standard deviation of series k over windows ending in
+ * [from_ms, to_ms] since the start. */
+static inline void lim_stats(const struct lim_series *s, int k, double from_ms, double to_ms,
+                             double *mean, double *sd)
+{
+    double sum = 0, sq = 0;
+    int n = 0;
+    for (int i = 0; i < s->n; i++) {
+        double t = (double)s->t[i] / 1e6;
+        if (t < from_ms || t > to_ms)
+            continue;
+        sum += s->share[k][i];
+        sq += s->share[k][i] * s->share[k][i];
+        n++;
+    }
+    CHECK(n > 0);
+    *mean = sum / n;
+    double var = sq / n - *mean * *mean;
+    *sd = var > 0 ? sqrt(var) : 0;
+}
+
+static inline void lim_print_series(const char *label, const struct lim_series *s, int k)
+{
+    printf("%s:", label);
+    for (int i = 0; i < s->n; i++)
+        printf(" %.0f", s->share[k][i]);
+    printf("\n");
+}
+
+/* Value of `key` in a worker's --out file, or -1. */
+static inline long long lim_stat(const char *file, const char *key)
+{
+    FILE *f = fopen(file, "r");
+    if (!f)
+        return -1;
+    char k[128];
+    long long v, r = -1;
+    while (fscanf(f, "%127s %lld", k, &v) == 2)
+        if (!strcmp(k, key))
+            r = v;
+    fclose(f);
+    return r;
+}
+
+/* "NAME=value" strings that live for the test. */
+static inline const char *lim_kv(const char *fmt, ...)
+{
+    char *p = malloc(4300);
+    CHECK(p != NULL);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(p, 4300, fmt, ap);
+    va_end(ap);
+    return p;
+}
+
+/* A share must never exceed its limit by more than `over` points; it may
+ * fall short by up to `under` (a CPU-starved CI machine delays launches,
+ * which only ever lowers a share). */
+#define CHECK_SHARE(v, want, over, under)                                                \
+    do {                                                                                 \
+        double v_ = (v), w_ = (want);                                                    \
+        if (v_ > w_ + (over) || v_ < w_ - (under)) {                                     \
+            fprintf(stderr, "%s:%d: %s = %.2f, expected %.2f (+%.1f/-%.1f)\n", __FILE__,   \
+                    __LINE__, #v, v_, w_, (double)(over), (double)(under));              \
+            exit(1);                                                                     \
+        }                                                                                \
+    } while (0)
+
+#define CHECK_NEAR(v, want, tol)                                                         \
+    do {                                                                                 \
+        double v_ = (v), w_ = (want), t_ = (tol);                                        \
+        if (fabs(v_ - w_) > t_) {                                                        \
+            fprintf(stderr, "%s:%d: %s = %.2f, expected %.2f +- %.2f\n", __FILE__,        \
+                    __LINE__, #v, v_, w_, t_);                                           \
+            exit(1);                                                                     \
+        }                                                                                \
+    } while (0)
+
+#endif

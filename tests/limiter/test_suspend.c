@@ -1,0 +1,80 @@
+/*
+ * Suspend and resume (docs/limiter.md): `cushare suspend LEDGER` parks
+ * every process of the tenant at its next GPU call and reports when all
+ * are parked; nothing reaches the GPU until `cushare resume LEDGER`. It
+ * works for tenants without any limit (the checkpoint is in every
+ * wrapper). A process that makes no GPU call cannot park: suspend says so
+ * and fails after its timeout, leaving the request in place.
+ */
+#include "limiter/lim_test.h"
+
+static int cli(const char *args, const char *out)
+{
+    return lim_shell("'%s/cushare' %s > '%s' 2>&1", getenv("CS_BUILD_DIR"), args, out);
+}
+
+static void show(const char *file)
+{
+    char cmd[5000];
+    snprintf(cmd, sizeof cmd, "cat '%s'", file);
+    fflush(stdout);
+    (void)system(cmd);
+}
+
+int main(void)
+{
+    lim_dir("suspend");
+    struct fakecuda_state *gpu = lim_gpu("gpu.state");
+    const char *ledger = lim_path("t.ledger");
+    const char *env[] = {lim_kv("FAKECUDA_STATE=%s", lim_path("gpu.state")),
+                         "FAKECUDA_NS_PER_BLOCK=1000",
+                         lim_kv("CUDA_DEVICE_MEMORY_SHARED_CACHE=%s", ledger), NULL};
+    pid_t pid[2];
+    for (int i = 0; i < 2; i++) {
+        const char *args[] = {"--secs", "2.5", "--blocks", "1000", "--sync", "4", "--out",
+                              lim_path(lim_kv("w%d.out", i)), NULL};
+        pid[i] = lim_spawn(env, args);
+    }
+    lim_sleep_ms(500);
+    int64_t t_s = lim_now();
+    int rc = cli(lim_kv("suspend --timeout 3 '%s'", ledger), lim_path("suspend.txt"));
+    show(lim_path("suspend.txt"));
+    CHECK_EQ(rc, 0);
+    FILE *f = fopen(lim_path("suspend.txt"), "r");
+    char line[512] = "";
+    CHECK(f && fgets(line, sizeof line, f));
+    fclose(f);
+    CHECK_CONTAINS(line, "2 of 2 processes parked");
+    int64_t t_parked = lim_now();
+    lim_sleep_ms(600);
+    /* Work queued before the request may still run for a few ms. */
+    uint64_t busy = lim_busy(gpu, 0, 0, t_parked + 50000000ll, lim_now());
+    printf("suspend took %.0f ms; GPU busy while suspended: %.1f ms in %.0f ms\n",
+           (double)(t_parked - t_s) / 1e6, (double)busy / 1e6,
+           (double)(lim_now() - t_parked - 50000000ll) / 1e6);
+    CHECK_LE(busy, 5000000);
+    rc = cli(lim_kv("resume '%s'", ledger), lim_path("resume.txt"));
+    show(lim_path("resume.txt"));
+    CHECK_EQ(rc, 0);
+    int64_t t_r = lim_now();
+    lim_sleep_ms(400);
+    busy = lim_busy(gpu, 0, 0, t_r + 100000000ll, lim_now() - 50000000ll);
+    printf("GPU busy after resume: %.0f%%\n", 100.0 * (double)busy / 2.5e8);
+    CHECK_GE(busy, 2.5e8 * 0.7);
+    for (int i = 0; i < 2; i++) {
+        CHECK_EQ(lim_wait(pid[i]), 0);
+        CHECK_GE(lim_stat(lim_path(lim_kv("w%d.out", i)), "parks"), 1);
+    }
+
+    /* A process that makes no GPU call does not park. */
+    const char *idle_args[] = {"--mode", "idle", "--secs", "2", NULL};
+    pid_t idle = lim_spawn(env, idle_args);
+    lim_sleep_ms(300);
+    rc = cli(lim_kv("suspend --timeout 1 '%s'", ledger), lim_path("suspend2.txt"));
+    show(lim_path("suspend2.txt"));
+    CHECK_EQ(rc, 1);
+    CHECK_EQ(cli(lim_kv("resume '%s'", ledger), lim_path("resume2.txt")), 0);
+    CHECK_EQ(lim_wait(idle), 0);
+    CHECK_EQ(cli("suspend", lim_path("usage.txt")), 2);
+    return 0;
+}

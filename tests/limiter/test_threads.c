@@ -1,0 +1,91 @@
+/*
+ * Threads of one process share the tenant's budget, and the limiter's
+ * shared state survives ThreadSanitizer: this test links the interposer's
+ * sources into the executable itself (no LD_PRELOAD, which the TSan
+ * runtime does not survive) over the fake driver, then four threads launch
+ * to their own streams and the per-thread default stream at a 50 % limit
+ * while the watcher thread runs. Together they get 50 % of GPU time.
+ * Label "tsan": it runs in the TSan build too.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <pthread.h>
+
+#include "limiter/lim_test.h"
+
+#define __CUDA_API_VERSION_INTERNAL 1
+#include <cuda.h>
+
+/* The interposer's dlsym.c is left out of this executable (it would
+ * interpose the sanitizer runtime's own lookups); these are its doors. */
+void *cs__libc_dlsym(void *handle, const char *name);
+void *cs__libc_dlvsym(void *handle, const char *name, const char *version);
+void *cs__libc_dlsym(void *handle, const char *name)
+{
+    return dlsym(handle, name);
+}
+void *cs__libc_dlvsym(void *handle, const char *name, const char *version)
+{
+    return dlvsym(handle, name, version);
+}
+
+#define CK(call) CHECK_EQ((call), CUDA_SUCCESS)
+
+static CUcontext ctx;
+static CUfunction fn;
+static volatile int stop;
+
+static void *launcher(void *arg)
+{
+    long i = (long)arg;
+    CK(cuCtxSetCurrent(ctx));
+    CUstream s = NULL;
+    if (i % 2 == 0)
+        CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    unsigned blocks = i < 2 ? 300 : 800;
+    for (long n = 1; !__atomic_load_n(&stop, __ATOMIC_RELAXED); n++) {
+        if (i == 3)
+            CK(cuLaunchKernel_ptsz(fn, blocks, 1, 1, 64, 1, 1, 0, NULL, NULL, NULL));
+        else
+            CK(cuLaunchKernel(fn, blocks, 1, 1, 64, 1, 1, 0, s, NULL, NULL));
+        if (n % 4 == 0)
+            CK(i == 3 ? cuStreamSynchronize_ptsz(NULL) : cuStreamSynchronize(s));
+    }
+    return NULL;
+}
+
+int main(void)
+{
+    lim_dir("threads");
+    struct fakecuda_state *gpu = lim_gpu("gpu.state");
+    setenv("FAKECUDA_STATE", lim_path("gpu.state"), 1);
+    setenv("FAKECUDA_NS_PER_BLOCK", "1000", 1);
+    setenv("CUDA_DEVICE_MEMORY_SHARED_CACHE", lim_path("t.ledger"), 1);
+    setenv("CUDA_DEVICE_SM_LIMIT", "50", 1);
+    setenv("GPU_CORE_UTILIZATION_POLICY", "force", 1);
+    setenv("CUSHARE_BOARD", lim_path("board"), 1);
+    CUdevice dev;
+    CUmodule mod;
+    CK(cuInit(0));
+    CK(cuDeviceGet(&dev, 0));
+    CK(cuDevicePrimaryCtxRetain(&ctx, dev));
+    CK(cuCtxSetCurrent(ctx));
+    CK(cuModuleLoadData(&mod, "fake"));
+    CK(cuModuleGetFunction(&fn, mod, "k"));
+    pthread_t t[4];
+    for (long i = 0; i < 4; i++)
+        CHECK_EQ(pthread_create(&t[i], NULL, launcher, (void *)i), 0);
+    pid_t me = getpid();
+    static struct lim_series s;
+    lim_sample(gpu, 0, &me, 1, 2000, 200, 60, &s);
+    __atomic_store_n(&stop, 1, __ATOMIC_RELAXED);
+    for (int i = 0; i < 4; i++)
+        pthread_join(t[i], NULL);
+    lim_print_series("4 threads, limit 50%, share per 200 ms", &s, 0);
+    double m, sd;
+    lim_stats(&s, 0, 600, 2000, &m, &sd);
+    printf("  mean %.1f%%, sd %.1f pts\n", m, sd);
+    /* Under TSan everything is slower: the check is on the limit only. */
+    CHECK(m >= 30 && m <= 54);
+    return 0;
+}
