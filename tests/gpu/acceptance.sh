@@ -2,7 +2,9 @@
 # GPU acceptance for cushare, run on the H200 machine in one go:
 #   tests/gpu/acceptance.sh OUTDIR [SECTIONS...]
 # Sections (default all): build foundation overhead memory init limiter.
-# Writes OUTDIR/acceptance.log (everything), plus raw files of each section.
+# Writes OUTDIR/acceptance.log (everything), plus raw files of each section
+# (init/ and limiter/ subfolders); the device tool brings back few files,
+# so the caller tars OUTDIR.
 set -u
 out=$(mkdir -p "${1:?OUTDIR}" && cd "$1" && pwd)
 shift
@@ -71,7 +73,8 @@ fi
 if want init; then
   section "start-up density: bench init"
   if [ -x bench/run_init_sweep.sh ]; then
-    run bench/run_init_sweep.sh "$out" "$B"
+    CUSHARE=$C run bench/run_init_sweep.sh "$out/init"
+    cat "$out/init/init-p99.csv" "$out/init/ctx-p99.csv" 2>/dev/null
   else
     echo "bench/run_init_sweep.sh missing"
   fi
@@ -80,7 +83,7 @@ fi
 if want limiter; then
   section "compute limiter"
   if [ -x tests/gpu/limiter/run.sh ]; then
-    run tests/gpu/limiter/run.sh "$out" "$B"
+    OUT=$out/limiter BUILD=$B QUICK=${LIMITER_QUICK:-} run tests/gpu/limiter/run.sh
   else
     echo "tests/gpu/limiter/run.sh missing"
   fi
