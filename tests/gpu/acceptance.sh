@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # GPU acceptance for cushare, run on the H200 machine in one go:
 #   tests/gpu/acceptance.sh OUTDIR [SECTIONS...]
-# Sections (default all): build foundation overhead memory init limiter.
+# Sections (default all): build foundation memory init limiter overhead.
 # Writes OUTDIR/acceptance.log (everything), plus raw files of each section
 # (init/ and limiter/ subfolders); the device tool brings back few files,
 # so the caller tars OUTDIR.
 set -u
 out=$(mkdir -p "${1:?OUTDIR}" && cd "$1" && pwd)
 shift
-sections=${*:-build foundation overhead memory init limiter}
+sections=${*:-build foundation memory init limiter overhead}
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 B=$root/build-gpu
@@ -44,11 +44,6 @@ if want foundation; then
   cmp -s "$out/torch.native" "$out/torch.cushare" && echo "SAME OUTPUT" || echo "OUTPUT DIFFERS"
   section "foundation: entry paths seen by torch (debug log of routing)"
   CUSHARE_LOG_LEVEL=debug "$C" run -- python3 -c 'import torch; torch.zeros(1,device="cuda"); print("ok")' 2>&1 | tail -5
-fi
-
-if want overhead; then
-  section "overhead: empty launch and 1 MiB alloc+free, native vs cushare (alternating)"
-  run bench/overhead/run.sh "$B" "$out" 5
 fi
 
 if want memory; then
@@ -88,4 +83,9 @@ if want limiter; then
     echo "tests/gpu/limiter/run.sh missing"
   fi
 fi
+if want overhead; then
+  section "overhead: empty launch and 1 MiB alloc+free, native vs cushare (alternating)"
+  run bench/overhead/run.sh "$B" "$out" 5
+fi
+
 section done
