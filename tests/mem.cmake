@@ -20,3 +20,4 @@ cs_mem_test(mem_sigkill test_sigkill.c "CUDA_DEVICE_MEMORY_LIMIT=64m")
 cs_mem_test(mem_bad_config test_bad_config.c "CUDA_DEVICE_MEMORY_LIMIT=4x")
 cs_mem_test(mem_multi_gpu test_multi_gpu.c "FAKECUDA_DEVICES=2"
   "CUDA_DEVICE_MEMORY_LIMIT_0=64m" "CUDA_DEVICE_MEMORY_LIMIT_1=128m")
+cs_mem_test(mem_nvml_only test_nvml_only.c "CUDA_DEVICE_MEMORY_LIMIT=64m")

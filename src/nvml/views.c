@@ -89,7 +89,8 @@ static bool slice_of(nvmlDevice_t device, unsigned long long *total, unsigned lo
 
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory)
 {
-    if (cs__init() || !cs_real.nvmlDeviceGetMemoryInfo)
+    /* nvidia-smi and monitors call NVML without ever touching CUDA. */
+    if (cs__real_load_nvml() || cs__init() || !cs_real.nvmlDeviceGetMemoryInfo)
         return NVML_ERROR_UNINITIALIZED;
     nvmlReturn_t r = cs_real.nvmlDeviceGetMemoryInfo(device, memory);
     if (r == NVML_SUCCESS && memory)
@@ -99,7 +100,7 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory)
 
 nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory)
 {
-    if (cs__init() || !cs_real.nvmlDeviceGetMemoryInfo_v2)
+    if (cs__real_load_nvml() || cs__init() || !cs_real.nvmlDeviceGetMemoryInfo_v2)
         return NVML_ERROR_UNINITIALIZED;
     nvmlReturn_t r = cs_real.nvmlDeviceGetMemoryInfo_v2(device, memory);
     /* Within a slice nothing is reserved by the driver: used = total - free. */
