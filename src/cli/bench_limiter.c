@@ -287,7 +287,7 @@ static void write_outputs(double lb_native, double lb_limited)
                "set xlabel 'SM limit (%%)'\nset ylabel 'throughput, %% of native'\n"
                "set xrange [0:105]\nset yrange [0:110]\nset grid\nset key left top\n"
                "# HAMi-core (force) on the same H200, from docs (DESIGN.md)\n"
-               "$hami << EOD\n10 38 5\n25 100 36\n50 100 73\n75 100 88\nEOD\n"
+               "$hami << EOD\n10,38,5\n25,100,36\n50,100,73\n75,100,88\nEOD\n"
                "plot x title 'target' with lines dt 2 lc 'gray'",
             B.out);
     for (int k = 0; k < B.nw; k++) {

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # GPU acceptance for cushare, run on the H200 machine in one go:
 #   tests/gpu/acceptance.sh OUTDIR [SECTIONS...]
-# Sections (default all): build foundation memory init limiter overhead.
+# Sections (default all): build foundation memory init limiter dvfs overhead.
 # Writes OUTDIR/acceptance.log (everything), plus raw files of each section
 # (init/ and limiter/ subfolders); the device tool brings back few files,
 # so the caller tars OUTDIR.
 set -u
 out=$(mkdir -p "${1:?OUTDIR}" && cd "$1" && pwd)
 shift
-sections=${*:-build foundation memory init limiter overhead}
+sections=${*:-build foundation memory init limiter dvfs overhead}
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 B=$root/build-gpu
@@ -83,6 +83,13 @@ if want limiter; then
     echo "tests/gpu/limiter/run.sh missing"
   fi
 fi
+if want dvfs; then
+  section "compute limiter: clock and power of a matmul alone vs at --sm 50 (force)"
+  python3 tests/gpu/dvfs_probe.py native
+  "$C" run --sm 50 --policy force -- python3 tests/gpu/dvfs_probe.py "sm50"
+  "$C" run --sm 75 --policy force -- python3 tests/gpu/dvfs_probe.py "sm75"
+fi
+
 if want overhead; then
   section "overhead: empty launch and 1 MiB alloc+free, native vs cushare (alternating)"
   run bench/overhead/run.sh "$B" "$out" 5
