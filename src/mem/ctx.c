@@ -26,6 +26,12 @@ static uint64_t measure_context(int dev)
                        (int)getpid(), dev);
         return 0;
     }
+    /* NVML listed us under getpid(): identity tier 0 holds, for free. */
+    struct cs_ledger_slot *slot = cs__ledger_my_slot(&cs_rt.ledger);
+    if (slot && __atomic_load_n(&slot->identity_tier, __ATOMIC_ACQUIRE) == CS_IDENTITY_UNKNOWN) {
+        cs__ledger_set_identity(&cs_rt.ledger, (int32_t)getpid(), CS_IDENTITY_NVML_NS, 0);
+        cs__phase_identity(CS_IDENTITY_NVML_NS, 0);
+    }
     return bytes;
 }
 

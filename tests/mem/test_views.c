@@ -45,8 +45,18 @@ int main(void)
     struct cs_ledger_header *L = ledger_map();
     int me = getpid();
 
-    /* The context is charged what NVML reports for us. */
+    /* The context is charged what NVML reports for us, and NVML listing us
+     * under getpid() settles the identity tier for cushare status. */
     CHECK_EQ_U(slot_bytes(L, me, 0, CS_MEM_CONTEXT), 8 * MiB);
+    struct cs_ledger_slot *slots = (void *)((char *)L + L->header_size);
+    int found = 0;
+    for (uint32_t i = 0; i < L->slot_count; i++)
+        if (slots[i].state == CS_SLOT_LIVE && slots[i].pid == me) {
+            CHECK_EQ(slots[i].identity_tier, CS_IDENTITY_NVML_NS);
+            CHECK_EQ(slots[i].host_pid, me);
+            found = 1;
+        }
+    CHECK(found);
 
     size_t f, t, dt;
     CUdeviceptr p;
