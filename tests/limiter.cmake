@@ -20,7 +20,7 @@ cs_limiter_test(limiter_paths test_paths.c)
 foreach(case disable default perdev)
   cs_limiter_test(limiter_policy_${case} test_policy.c ARGS ${case})
 endforeach()
-foreach(case recovery priority)
+foreach(case recovery priority timeslice)
   cs_limiter_test(limiter_contend_${case} test_contend.c ARGS ${case})
 endforeach()
 cs_limiter_test(limiter_tenant test_tenant.c)
@@ -51,8 +51,19 @@ add_test(NAME limiter_bench_smoke COMMAND sh -c
    --secs 0.5 --warmup 0.2 --limits 50 --start-delay 0.5 --launchcost none \
    --out '${CMAKE_BINARY_DIR}/tmp/limiter/bench' > '${CMAKE_BINARY_DIR}/tmp/limiter/bench/out.txt' 2>&1; \
    cat '${CMAKE_BINARY_DIR}/tmp/limiter/bench/out.txt'; \
-   grep -q -- '--sm 50 (force).*ok' '${CMAKE_BINARY_DIR}/tmp/limiter/bench/out.txt' && \
+   grep -q -- '--sm 50 (force) .*%' '${CMAKE_BINARY_DIR}/tmp/limiter/bench/out.txt' && \
    grep -q 'launch-bound' '${CMAKE_BINARY_DIR}/tmp/limiter/bench/out.txt' && \
    test -s '${CMAKE_BINARY_DIR}/tmp/limiter/bench/limiter-bench.csv'")
 set_tests_properties(limiter_bench_smoke PROPERTIES TIMEOUT 60
   ENVIRONMENT "${CS_TEST_ENV};FAKECUDA_NS_PER_BLOCK=1")
+
+# The limiter tests measure shares of simulated GPU time over sub-second
+# windows: they run one at a time so a busy 2-core CI machine does not
+# starve the processes whose pacing they measure. (The smoke test above
+# checks the bench pipeline, not its precision: limiter_share_* do that.)
+get_property(cs_all_tests DIRECTORY PROPERTY TESTS)
+foreach(t ${cs_all_tests})
+  if(t MATCHES "^limiter_")
+    set_tests_properties(${t} PROPERTIES RUN_SERIAL TRUE)
+  endif()
+endforeach()

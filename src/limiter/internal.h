@@ -9,7 +9,8 @@
  *   law.c      the control law (pure)
  *
  * Locking: each device has one mutex (struct cs_lim_dev.mu) over its
- * control state, its stream records and the event pools of its contexts.
+ * control state, its stream records, its signature table and the event
+ * pools of its contexts.
  * It is held for a handful of driver calls (event record/query), never
  * across a sleep, a launch or an NVML call. tenant.mu orders the scans of
  * the ledger; it is only try-locked on the launch path.
@@ -31,6 +32,9 @@
 #define CS_LIM_TICK_NS 100000000ll /* watcher period: 100 ms */
 #define CS_LIM_SLEEP_MAX_NS 50000000ll /* one pacing sleep at most 50 ms */
 #define CS_LIM_SAMPLE 8          /* well under the share: measure 1 launch in 8 */
+#define CS_LIM_SIGS 256          /* signature table entries per device (hashed) */
+#define CS_LIM_SIG_WINDOW 16     /* minimum over the last 16..32 measurements */
+#define CS_LIM_SIG_SLACK_PCT 5   /* charge at most the minimum + 5 % */
 
 /* A context we record markers in: its device and a pool of free events. */
 struct cs_lim_ctx {
@@ -43,6 +47,17 @@ struct cs_lim_ctx {
 struct cs_lim_pair {
     CUevent s, e;
     int64_t est;
+    uint64_t sig;
+};
+
+/* Recent contention-free GPU time of one launch signature (device mutex
+ * held): the minimum over two half-windows of CS_LIM_SIG_WINDOW
+ * measurements, and an average of what its launches were charged. */
+struct cs_lim_sig {
+    uint64_t key;                /* signature; 0 = empty */
+    int64_t min_cur, min_prev;   /* ns; 0 = none yet */
+    int64_t charged;             /* EMA of charged ns: estimate of a launch */
+    uint32_t n;                  /* measurements in the current half-window */
 };
 
 /* One stream (or default stream) the tenant launched to on a device. */
@@ -70,6 +85,7 @@ struct cs_lim_dev {
     int64_t contended_until;     /* watcher only: hold of the decision */
     int nstreams;
     struct cs_lim_stream *streams[CS_LIM_STREAMS];
+    struct cs_lim_sig sigs[CS_LIM_SIGS];
 };
 
 extern struct cs_lim_dev cs__lim_devs[CS_MAX_DEVICES];

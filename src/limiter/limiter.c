@@ -312,6 +312,57 @@ static struct cs_lim_stream *stream_get(struct cs_lim_dev *D, struct cs_lim_ctx 
     return st;
 }
 
+/* ---- signatures: charge the contention-free time ------------------------ */
+
+/* On a GPU that time-slices contexts, an event pair around our kernel also
+ * spans the slices other contexts ran in. A launch is therefore charged at
+ * most its signature's recent minimum (+ CS_LIM_SIG_SLACK_PCT); alone on the
+ * GPU the measurement is about the minimum and nothing changes. A signature
+ * seen for the first time (or just evicted by a hash collision) is charged
+ * as measured. Device mutex held. */
+static struct cs_lim_sig *sig_slot(struct cs_lim_dev *D, uint64_t key)
+{
+    return &D->sigs[(key * 0x9e3779b97f4a7c15ull) >> 56 & (CS_LIM_SIGS - 1)];
+}
+
+static int64_t sig_min(const struct cs_lim_sig *e)
+{
+    if (!e->min_cur || (e->min_prev && e->min_prev < e->min_cur))
+        return e->min_prev;
+    return e->min_cur;
+}
+
+static int64_t sig_charge(struct cs_lim_dev *D, uint64_t key, int64_t ns)
+{
+    if (!key)
+        return ns;
+    struct cs_lim_sig *e = sig_slot(D, key);
+    if (e->key != key) {
+        memset(e, 0, sizeof *e);
+        e->key = key;
+    }
+    int64_t mn = sig_min(e), charged = ns;
+    if (mn > 0 && charged > mn + mn * CS_LIM_SIG_SLACK_PCT / 100)
+        charged = mn + mn * CS_LIM_SIG_SLACK_PCT / 100;
+    if (e->n >= CS_LIM_SIG_WINDOW) {
+        e->min_prev = e->min_cur;
+        e->min_cur = 0;
+        e->n = 0;
+    }
+    if (!e->min_cur || ns < e->min_cur)
+        e->min_cur = ns;
+    e->n++;
+    e->charged = e->charged ? e->charged + (charged - e->charged) / 4 : charged;
+    return charged;
+}
+
+/* Expected charge of a launch of signature key, or 0 when unknown. */
+static int64_t sig_estimate(struct cs_lim_dev *D, uint64_t key)
+{
+    const struct cs_lim_sig *e = key ? sig_slot(D, key) : NULL;
+    return e && e->key == key ? e->charged : 0;
+}
+
 /* Harvests one stream; adds the estimates of what it measured to *est_done. */
 static uint64_t harvest_stream(struct cs_lim_dev *D, struct cs_lim_stream *st, int64_t *est_done)
 {
@@ -337,7 +388,7 @@ static uint64_t harvest_stream(struct cs_lim_dev *D, struct cs_lim_stream *st, i
         CUresult r = cs_drv.cuEventElapsedTime_v2 ? cs_drv.cuEventElapsedTime_v2(&ms, p->s, p->e)
                                                   : cs_drv.cuEventElapsedTime(&ms, p->s, p->e);
         if (r == CUDA_SUCCESS && ms > 0) {
-            int64_t ns = (int64_t)((double)ms * 1e6);
+            int64_t ns = sig_charge(D, p->sig, (int64_t)((double)ms * 1e6));
             got += (uint64_t)ns;
             int k = p->est < 0 ? CS_LIM_GRAPH : CS_LIM_KERNEL;
             int64_t *est = &D->est[k];
@@ -389,7 +440,8 @@ static CUcontext ctx_of(CUstream s)
     return ctx;
 }
 
-void cs__limiter_pace(struct cs_lim_ticket *t, CUstream stream, enum cs_lim_path path)
+void cs__limiter_pace(struct cs_lim_ticket *t, CUstream stream, enum cs_lim_path path,
+                      uint64_t sig)
 {
     if (!__atomic_load_n(&arm_decided, __ATOMIC_ACQUIRE))
         arm();
@@ -443,7 +495,10 @@ void cs__limiter_pace(struct cs_lim_ticket *t, CUstream stream, enum cs_lim_path
             CS_LIM_STAT_ADD(sleep_ns, (uint64_t)(cs__lim_now() - t0));
             continue;
         }
-        int64_t est = D->est[graph ? CS_LIM_GRAPH : CS_LIM_KERNEL];
+        int64_t est = sig_estimate(D, sig);
+        if (est <= 0)
+            est = D->est[graph ? CS_LIM_GRAPH : CS_LIM_KERNEL];
+        t->sig = sig;
         /* The sign of est carries the kind to the harvest (graphs < 0). */
         t->est = (uint64_t)(graph ? -(est > 0 ? est : 1) : est);
         /* Well under the share (or not pacing at all), a sample of the
@@ -522,6 +577,7 @@ void cs__limiter_measure(struct cs_lim_ticket *t, CUresult launched)
     p->s = t->start;
     p->e = e;
     p->est = est;
+    p->sig = t->sig;
     st->n++;
     D->inflight++;
     cs__law_pending(&D->law, est < 0 ? -est : est);

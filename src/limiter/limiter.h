@@ -25,6 +25,7 @@ struct cs_lim_ticket {
     CUevent start;      /* start marker recorded before the launch; NULL:
                            not sampled, charge the estimate instead */
     uint64_t est;       /* GPU time expected of this launch (ns) */
+    uint64_t sig;       /* kernel signature (cs__lim_sig_*), 0 = unknown */
 };
 
 /* Nonzero while some device of this process may need pacing or
@@ -50,16 +51,44 @@ enum cs_lim_path {
     CS_LIM_NPATHS
 };
 
-void cs__limiter_pace(struct cs_lim_ticket *t, CUstream stream, enum cs_lim_path path);
+void cs__limiter_pace(struct cs_lim_ticket *t, CUstream stream, enum cs_lim_path path,
+                      uint64_t sig);
 void cs__limiter_measure(struct cs_lim_ticket *t, CUresult launched);
 
-static inline void cs__limiter_before_launch(struct cs_lim_ticket *t, CUstream stream,
-                                             enum cs_lim_path path)
+/* Signature of a launch (docs/limiter.md, "Charging the contention-free
+ * time"): what makes two launches take the same GPU time, hashed. Only
+ * computed on the slow path. Never 0. */
+static inline uint64_t cs__lim_sig_mix(uint64_t h, uint64_t v)
 {
-    t->stream = 0;
-    if (__builtin_expect(__atomic_load_n(&cs__lim_armed, __ATOMIC_RELAXED) != 0, 0))
-        cs__limiter_pace(t, stream, path);
+    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    h *= 0xbf58476d1ce4e5b9ull;
+    return h ^ (h >> 31);
 }
+
+static inline uint64_t cs__lim_sig_kernel(const void *f, unsigned gx, unsigned gy, unsigned gz,
+                                          unsigned bx, unsigned by, unsigned bz, unsigned shmem)
+{
+    uint64_t h = cs__lim_sig_mix(0x4b45524e454cull, (uint64_t)(uintptr_t)f);
+    h = cs__lim_sig_mix(h, (uint64_t)gx | (uint64_t)gy << 32);
+    h = cs__lim_sig_mix(h, (uint64_t)gz | (uint64_t)bx << 32);
+    h = cs__lim_sig_mix(h, (uint64_t)by | (uint64_t)bz << 32);
+    h = cs__lim_sig_mix(h, shmem);
+    return h ? h : 1;
+}
+
+static inline uint64_t cs__lim_sig_graph(const void *exec)
+{
+    uint64_t h = cs__lim_sig_mix(0x4752415048ull, (uint64_t)(uintptr_t)exec);
+    return h ? h : 1;
+}
+
+/* `sig` is an expression evaluated only when the limiter is armed. */
+#define cs__limiter_before_launch(t_, stream_, path_, sig_)                         \
+    do {                                                                           \
+        (t_)->stream = 0;                                                          \
+        if (__builtin_expect(__atomic_load_n(&cs__lim_armed, __ATOMIC_RELAXED) != 0, 0)) \
+            cs__limiter_pace((t_), (stream_), (path_), (sig_));                    \
+    } while (0)
 
 static inline void cs__limiter_after_launch(struct cs_lim_ticket *t, CUresult launched)
 {

@@ -512,6 +512,21 @@ FC_EXPORT CUresult CUDAAPI cuEventCreate(CUevent *phEvent, unsigned int Flags)
     return r;
 }
 
+/* FAKECUDA_EVENT_TIMESLICE=1: events complete when their own stream reaches
+ * them, not after the device's queue (a GPU that time-slices contexts: an
+ * event pair around a kernel spans the other contexts' work). */
+static int event_timeslice(void)
+{
+    static int v = -1; /* racy first read is harmless: same value */
+    int c = __atomic_load_n(&v, __ATOMIC_RELAXED);
+    if (c < 0) {
+        const char *s = getenv("FAKECUDA_EVENT_TIMESLICE");
+        c = s && *s && strcmp(s, "0") != 0;
+        __atomic_store_n(&v, c, __ATOMIC_RELAXED);
+    }
+    return c;
+}
+
 static CUresult event_record(CUevent ev, CUstream h, unsigned flags, int ptsz)
 {
     if (flags & ~(unsigned)CU_EVENT_RECORD_EXTERNAL)
@@ -523,11 +538,12 @@ static CUresult event_record(CUevent ev, CUstream h, unsigned flags, int ptsz)
     if (r == CUDA_SUCCESS) {
         /* An event is a zero-length operation in the device's one queue: it
          * completes after the stream's own work and after work already
-         * queued on the device by anyone (the model has a single queue). */
+         * queued on the device by anyone (the model has a single queue);
+         * with FAKECUDA_EVENT_TIMESLICE=1 only after the stream's own. */
         uint64_t now = fc_now_ns();
         uint64_t busy = __atomic_load_n(&fc_S->dev[s.ctx->o.phys].busy_until_ns, __ATOMIC_ACQUIRE);
         e->ts_ns = *s.tail > now ? *s.tail : now;
-        if (busy > e->ts_ns)
+        if (busy > e->ts_ns && !event_timeslice())
             e->ts_ns = busy;
         e->recorded = 1;
     }

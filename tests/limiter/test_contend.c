@@ -11,6 +11,12 @@
  *             higher-priority tenant is busy) but H is not held by the
  *             lower-priority L: H gets clearly more than its 50 %.
  *             Both runs go side by side on two simulated GPUs.
+ *   timeslice A (limit 25 %) and B (limit 75 %), policy force, both
+ *             GPU-bound, on a fake whose events model a time-slicing GPU
+ *             (FAKECUDA_EVENT_TIMESLICE=1: an event pair around a kernel
+ *             spans the other tenant's queued work). Each must get its
+ *             limit, and A:B must be 1:3 within 10 %: a launch is charged
+ *             no more than its signature's recent contention-free time.
  */
 #include "limiter/lim_test.h"
 
@@ -105,6 +111,36 @@ static void priority(void)
     CHECK_GE(m[1][0], 60);             /* H not held by the lower L */
 }
 
+static void timeslice(void)
+{
+    struct fakecuda_state *gpu = lim_gpu("gpu.state");
+    const char *a_args[] = {"--secs", "3.4", "--blocks", "200", "--sync", "8", "--out",
+                            lim_path("a.out"), NULL};
+    const char *b_args[] = {"--secs", "3.4", "--blocks", "200", "--sync", "8", "--out",
+                            lim_path("b.out"), NULL};
+    const char **ea = tenant_env("gpu.state", "a.ledger", "25", NULL);
+    const char **eb = tenant_env("gpu.state", "b.ledger", "75", NULL);
+    ea[4] = eb[4] = "GPU_CORE_UTILIZATION_POLICY=force";
+    ea[7] = eb[7] = "FAKECUDA_EVENT_TIMESLICE=1";
+    pid_t pid[2];
+    pid[0] = lim_spawn(ea, a_args);
+    pid[1] = lim_spawn(eb, b_args);
+    static struct lim_series s;
+    lim_sample(gpu, 0, pid, 2, 3200, 200, 60, &s);
+    CHECK_EQ(lim_wait(pid[0]), 0);
+    CHECK_EQ(lim_wait(pid[1]), 0);
+    lim_print_series("A (limit 25, force) share per 200 ms", &s, 0);
+    lim_print_series("B (limit 75, force) share per 200 ms", &s, 1);
+    double a, b, sd;
+    lim_stats(&s, 0, 800, 3200, &a, &sd);
+    lim_stats(&s, 1, 800, 3200, &b, &sd);
+    double ratio = b > 0 ? a / b : 99;
+    printf("A %.1f%%, B %.1f%%, A:B = %.3f (target 0.333 +- 10%%)\n", a, b, ratio);
+    CHECK_SHARE(a, 25, 3, 4);
+    CHECK_SHARE(b, 75, 3, 6);
+    CHECK(ratio >= 0.3 && ratio <= 0.3667);
+}
+
 int main(int argc, char **argv)
 {
     CHECK(argc == 2);
@@ -113,6 +149,8 @@ int main(int argc, char **argv)
         recovery();
     else if (!strcmp(argv[1], "priority"))
         priority();
+    else if (!strcmp(argv[1], "timeslice"))
+        timeslice();
     else
         CHECK(!"unknown case");
     return 0;
