@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # GPU acceptance for cushare, run on the H200 machine in one go:
 #   tests/gpu/acceptance.sh OUTDIR [SECTIONS...]
-# Sections (default all): build foundation memory init limiter dvfs overhead.
+# Sections (default all): build foundation memory init limiter dvfs overhead;
+# smi runs only the nvidia-smi part of memory.
 # Writes OUTDIR/acceptance.log (everything), plus raw files of each section
 # (init/ and limiter/ subfolders); the device tool brings back few files,
 # so the caller tars OUTDIR.
@@ -60,6 +61,9 @@ if want memory; then
   "$C" status "$L"
   nvidia-smi --query-compute-apps=pid,used_memory --format=csv
   wait "$holder"  # not a bare wait: the log's tee is a child too
+fi
+
+if want memory || want smi; then
   section "memory: nvidia-smi inside a 4 GiB slice"
   run "$C" run --mem 4GiB -- nvidia-smi --query-gpu=memory.total,memory.used,memory.free --format=csv
   "$C" run --mem 4GiB -- nvidia-smi | head -12
