@@ -72,7 +72,10 @@ struct opt {
     const char *fix; /* how to write a valid value */
 };
 
-enum opt_id { O_MEM, O_SM, O_CACHE, O_POLICY, O_PRIORITY, O_BROKER, O_PROCFS, O_COUNT };
+enum opt_id {
+    O_MEM, O_SM, O_CACHE, O_POLICY, O_PRIORITY, O_BROKER, O_PROCFS, O_BOARD, O_HAMI_SIGNALS,
+    O_COUNT
+};
 
 static const struct opt options[O_COUNT] = {
     [O_MEM] = {"CUDA_DEVICE_MEMORY_LIMIT", OPT_SIZE, true,
@@ -87,6 +90,10 @@ static const struct opt options[O_COUNT] = {
     [O_BROKER] = {"LIBVGPU_HOSTPID_BROKER", OPT_BOOL, false, "use 1 to enable or 0 to disable"},
     [O_PROCFS] = {"LIBVGPU_HOST_PROCFS", OPT_PATH, false,
                   "use the absolute path of a procfs mounted from the host PID namespace"},
+    [O_BOARD] = {"CUSHARE_BOARD", OPT_PATH, false,
+                 "use an absolute path for the node's board of limited tenants"},
+    [O_HAMI_SIGNALS] = {"CUSHARE_HAMI_SIGNALS", OPT_BOOL, false,
+                        "use 1 to let SIGUSR2/SIGUSR1 suspend/resume (HAMi) or 0"},
 };
 
 static int bad_value(const char *var, const char *value, const char *fix)
@@ -136,8 +143,9 @@ static int parse_one(struct cs_config *c, enum opt_id id, int dev, const char *v
         }
         return 0;
     case O_CACHE:
-    case O_PROCFS: {
-        char *dst = id == O_CACHE ? c->ledger_path : c->host_procfs;
+    case O_PROCFS:
+    case O_BOARD: {
+        char *dst = id == O_CACHE ? c->ledger_path : id == O_PROCFS ? c->host_procfs : c->board_path;
         if (v[0] != '/' || strlen(v) >= sizeof c->ledger_path)
             return bad_value(var, v, o->fix);
         strcpy(dst, v);
@@ -153,9 +161,10 @@ static int parse_one(struct cs_config *c, enum opt_id id, int dev, const char *v
         c->priority = (int32_t)n;
         return 0;
     case O_BROKER:
+    case O_HAMI_SIGNALS:
         if (strcmp(v, "0") && strcmp(v, "1"))
             return bad_value(var, v, o->fix);
-        c->hostpid_broker = v[0] == '1';
+        *(id == O_BROKER ? &c->hostpid_broker : &c->hami_signals) = v[0] == '1';
         return 0;
     case O_COUNT:
         break;

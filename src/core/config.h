@@ -27,6 +27,8 @@ struct cs_config {
     int32_t priority;                       /* CUDA_TASK_PRIORITY */
     bool hostpid_broker;                    /* LIBVGPU_HOSTPID_BROKER */
     char host_procfs[4096];                 /* LIBVGPU_HOST_PROCFS */
+    char board_path[4096];                  /* CUSHARE_BOARD: node board of limited tenants */
+    bool hami_signals;                      /* CUSHARE_HAMI_SIGNALS: SIGUSR2/1 suspend/resume */
 };
 
 /* Parses the process environment into *out. 0, or -EINVAL after printing

@@ -130,8 +130,7 @@ void cs__suspend_install_signals(void)
     static int done; /* once per process image: handlers survive fork */
     if (__atomic_exchange_n(&done, 1, __ATOMIC_ACQ_REL))
         return;
-    const char *v = getenv("CUSHARE_HAMI_SIGNALS");
-    if (!v || strcmp(v, "1"))
+    if (!cs_rt.cfg.hami_signals)
         return;
     install(SIGUSR1, &prev_usr1);
     install(SIGUSR2, &prev_usr2);

@@ -144,10 +144,8 @@ static void resolve_identity(void)
     struct cs_identity_result res;
     int rc = cs__identity_resolve(&cfg, &res);
     W.identity_done = true;
-    __atomic_store_n(&s->host_pid, rc ? 0 : (int32_t)res.host_pid, __ATOMIC_RELAXED);
-    __atomic_store_n(&s->identity_reason, (uint32_t)(res.reason < 0 ? -res.reason : 0),
-                     __ATOMIC_RELAXED);
-    __atomic_store_n(&s->identity_tier, (uint32_t)res.tier, __ATOMIC_RELEASE);
+    cs__ledger_set_identity(&cs_rt.ledger, rc ? 0 : (int32_t)res.host_pid, (uint32_t)res.tier,
+                            (uint32_t)(res.reason < 0 ? -res.reason : 0));
     cs__phase_identity((uint32_t)res.tier, 0);
     if (rc)
         cs_info(SUBSYS, "NVML identity unresolved (%s): foreign utilisation is judged from "
@@ -334,7 +332,7 @@ static void *watcher(void *arg)
     else
         cs_info(SUBSYS, "NVML unavailable: policy default treats every limited device as "
                 "contended (fail closed)");
-    W.board = cs__board_open(getenv("CUSHARE_BOARD"));
+    W.board = cs__board_open(cs_rt.cfg.board_path[0] ? cs_rt.cfg.board_path : NULL);
     W.tenant_id = tenant_id();
     int64_t next = cs__lim_now();
     for (;;) {
