@@ -316,6 +316,26 @@ static void warn_param_mismatch(const struct cs_ledger *l, const struct cs_ledge
                 p->policy);
 }
 
+/* Validates the open ledger `fd` and maps it; on failure closes fd. */
+static int validate_and_map(int fd, const char *path, bool read_only, void **map_out)
+{
+    int r = validate(fd, path);
+    if (r) {
+        close(fd);
+        return r;
+    }
+    void *m = mmap(NULL, CS_LEDGER_FILE_SIZE, read_only ? PROT_READ : PROT_READ | PROT_WRITE,
+                   MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED) {
+        int e = errno;
+        cs_err(SUBSYS, "cannot map ledger %s: %s", path, strerror(e));
+        close(fd);
+        return -e;
+    }
+    *map_out = m;
+    return 0;
+}
+
 int cs__ledger_open(const char *path, const struct cs_ledger_params *params,
                     bool read_only, struct cs_ledger *out)
 {
@@ -374,19 +394,10 @@ int cs__ledger_open(const char *path, const struct cs_ledger_params *params,
         return -EAGAIN;
     }
 
-    int r = validate(fd, path);
-    if (r) {
-        close(fd);
+    void *m;
+    int r = validate_and_map(fd, path, read_only, &m);
+    if (r)
         return r;
-    }
-    void *m = mmap(NULL, CS_LEDGER_FILE_SIZE, read_only ? PROT_READ : PROT_READ | PROT_WRITE,
-                   MAP_SHARED, fd, 0);
-    if (m == MAP_FAILED) {
-        int e = errno;
-        cs_err(SUBSYS, "cannot map ledger %s: %s", path, strerror(e));
-        close(fd);
-        return -e;
-    }
     out->fd = fd;
     out->hdr = m;
     out->map_len = CS_LEDGER_FILE_SIZE;
@@ -420,21 +431,10 @@ static int open_mapped(const char *path, bool read_only, int *fd_out, void **map
         cs_err(SUBSYS, "cannot re-open ledger %s: %s", path, strerror(e));
         return -e;
     }
-    int r = validate(fd, path);
-    if (r) {
-        close(fd);
+    int r = validate_and_map(fd, path, read_only, map_out);
+    if (r)
         return r;
-    }
-    void *m = mmap(NULL, CS_LEDGER_FILE_SIZE, read_only ? PROT_READ : PROT_READ | PROT_WRITE,
-                   MAP_SHARED, fd, 0);
-    if (m == MAP_FAILED) {
-        int e = errno;
-        cs_err(SUBSYS, "cannot map ledger %s: %s", path, strerror(e));
-        close(fd);
-        return -e;
-    }
     *fd_out = fd;
-    *map_out = m;
     return 0;
 }
 

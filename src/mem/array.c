@@ -60,27 +60,58 @@ static CUresult settle_array(CUarray a, CUmipmappedArray m, int dev, uint64_t es
     return CUDA_SUCCESS;
 }
 
+/* The array protocol: reserve the descriptor's estimate, let `create`
+ * make the array (into *arr or *mip), settle to the driver's size, or undo
+ * everything when that does not fit. */
+struct array_create {
+    CUarray *arr;
+    CUmipmappedArray *mip;
+    const CUDA_ARRAY_DESCRIPTOR *desc2d;
+    const CUDA_ARRAY3D_DESCRIPTOR *desc3d;
+    unsigned levels;
+};
+
+static CUresult create_real(const struct array_create *c)
+{
+    if (c->mip)
+        return cs_real.cuMipmappedArrayCreate(c->mip, c->desc3d, c->levels);
+    if (c->desc3d)
+        return cs_real.cuArray3DCreate_v2(c->arr, c->desc3d);
+    return cs_real.cuArrayCreate_v2(c->arr, c->desc2d);
+}
+
+static CUresult admit_array(int dev, uint64_t estimate, const struct array_create *c)
+{
+    CUresult r = cs__admit(dev, CS_MEM_ARRAY, estimate);
+    if (r != CUDA_SUCCESS)
+        return r;
+    r = create_real(c);
+    if (r != CUDA_SUCCESS) {
+        cs__give_back(dev, CS_MEM_ARRAY, estimate);
+        return r;
+    }
+    CUarray a = c->mip ? NULL : *c->arr;
+    CUmipmappedArray m = c->mip ? *c->mip : NULL;
+    if (settle_array(a, m, dev, estimate) != CUDA_SUCCESS) {
+        cs__give_back(dev, CS_MEM_ARRAY, estimate);
+        if (m)
+            cs_real.cuMipmappedArrayDestroy(m);
+        else
+            cs_real.cuArrayDestroy(a);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    return CUDA_SUCCESS;
+}
+
 CUresult CUDAAPI cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *desc)
 {
     CS_ENTER(cuArrayCreate_v2);
     int dev = cs__current_device();
     if (!pHandle || !desc || dev < 0)
         return cs_real.cuArrayCreate_v2(pHandle, desc);
-    uint64_t estimate = extent_bytes(desc->Width, desc->Height, 1, desc->NumChannels, desc->Format);
-    CUresult r = cs__admit(dev, CS_MEM_ARRAY, estimate);
-    if (r != CUDA_SUCCESS)
-        return r;
-    r = cs_real.cuArrayCreate_v2(pHandle, desc);
-    if (r != CUDA_SUCCESS) {
-        cs__give_back(dev, CS_MEM_ARRAY, estimate);
-        return r;
-    }
-    if (settle_array(*pHandle, NULL, dev, estimate) != CUDA_SUCCESS) {
-        cs__give_back(dev, CS_MEM_ARRAY, estimate);
-        cs_real.cuArrayDestroy(*pHandle);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    return CUDA_SUCCESS;
+    struct array_create c = {.arr = pHandle, .desc2d = desc};
+    return admit_array(dev, extent_bytes(desc->Width, desc->Height, 1, desc->NumChannels, desc->Format),
+                       &c);
 }
 
 CUresult CUDAAPI cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *desc)
@@ -89,22 +120,10 @@ CUresult CUDAAPI cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIP
     int dev = cs__current_device();
     if (!pHandle || !desc || dev < 0)
         return cs_real.cuArray3DCreate_v2(pHandle, desc);
-    uint64_t estimate = extent_bytes(desc->Width, desc->Height, desc->Depth, desc->NumChannels,
-                                     desc->Format);
-    CUresult r = cs__admit(dev, CS_MEM_ARRAY, estimate);
-    if (r != CUDA_SUCCESS)
-        return r;
-    r = cs_real.cuArray3DCreate_v2(pHandle, desc);
-    if (r != CUDA_SUCCESS) {
-        cs__give_back(dev, CS_MEM_ARRAY, estimate);
-        return r;
-    }
-    if (settle_array(*pHandle, NULL, dev, estimate) != CUDA_SUCCESS) {
-        cs__give_back(dev, CS_MEM_ARRAY, estimate);
-        cs_real.cuArrayDestroy(*pHandle);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    return CUDA_SUCCESS;
+    struct array_create c = {.arr = pHandle, .desc3d = desc};
+    return admit_array(dev, extent_bytes(desc->Width, desc->Height, desc->Depth, desc->NumChannels,
+                                         desc->Format),
+                       &c);
 }
 
 CUresult CUDAAPI cuMipmappedArrayCreate(CUmipmappedArray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *desc,
@@ -114,21 +133,8 @@ CUresult CUDAAPI cuMipmappedArrayCreate(CUmipmappedArray *pHandle, const CUDA_AR
     int dev = cs__current_device();
     if (!pHandle || !desc || dev < 0)
         return cs_real.cuMipmappedArrayCreate(pHandle, desc, numMipmapLevels);
-    uint64_t estimate = mipmap_bytes(desc, numMipmapLevels);
-    CUresult r = cs__admit(dev, CS_MEM_ARRAY, estimate);
-    if (r != CUDA_SUCCESS)
-        return r;
-    r = cs_real.cuMipmappedArrayCreate(pHandle, desc, numMipmapLevels);
-    if (r != CUDA_SUCCESS) {
-        cs__give_back(dev, CS_MEM_ARRAY, estimate);
-        return r;
-    }
-    if (settle_array(NULL, *pHandle, dev, estimate) != CUDA_SUCCESS) {
-        cs__give_back(dev, CS_MEM_ARRAY, estimate);
-        cs_real.cuMipmappedArrayDestroy(*pHandle);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    return CUDA_SUCCESS;
+    struct array_create c = {.mip = pHandle, .desc3d = desc, .levels = numMipmapLevels};
+    return admit_array(dev, mipmap_bytes(desc, numMipmapLevels), &c);
 }
 
 static CUresult destroy_array(uint64_t h, void *ctx)
