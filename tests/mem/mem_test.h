@@ -14,9 +14,12 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <dlfcn.h>
+
 #include "check.h"
 #include "cushare/ledger.h"
 #include "fakecuda/fakecuda_state.h"
+#include "nvml/nvml.h"
 
 #define MiB (1024ull * 1024ull)
 
@@ -65,6 +68,44 @@ static inline void context_on_device0(void)
     CHECK_EQ(cuDeviceGet(&dev, 0), CUDA_SUCCESS);
     CHECK_EQ(cuDevicePrimaryCtxRetain(&ctx, dev), CUDA_SUCCESS);
     CHECK_EQ(cuCtxSetCurrent(ctx), CUDA_SUCCESS);
+}
+
+/* NVML resolved the way monitoring tools (nvidia-smi) do: dlopen + dlsym,
+ * initialised. */
+struct nvml_api {
+    nvmlReturn_t (*by_index)(unsigned, nvmlDevice_t *);
+    nvmlReturn_t (*by_uuid)(const char *, nvmlDevice_t *);
+    nvmlReturn_t (*mem)(nvmlDevice_t, nvmlMemory_t *);
+    nvmlReturn_t (*mem_v2)(nvmlDevice_t, nvmlMemory_v2_t *);
+};
+
+static inline struct nvml_api nvml_open(void)
+{
+    void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+    CHECK(h != NULL);
+    nvmlReturn_t (*init)(void) = (nvmlReturn_t(*)(void))dlsym(h, "nvmlInit_v2");
+    struct nvml_api n = {
+        .by_index = (nvmlReturn_t(*)(unsigned, nvmlDevice_t *))dlsym(h, "nvmlDeviceGetHandleByIndex_v2"),
+        .by_uuid = (nvmlReturn_t(*)(const char *, nvmlDevice_t *))dlsym(h, "nvmlDeviceGetHandleByUUID"),
+        .mem = (nvmlReturn_t(*)(nvmlDevice_t, nvmlMemory_t *))dlsym(h, "nvmlDeviceGetMemoryInfo"),
+        .mem_v2 = (nvmlReturn_t(*)(nvmlDevice_t, nvmlMemory_v2_t *))dlsym(h, "nvmlDeviceGetMemoryInfo_v2"),
+    };
+    CHECK(init && n.by_index && n.by_uuid && n.mem && n.mem_v2);
+    CHECK_EQ(init(), NVML_SUCCESS);
+    return n;
+}
+
+/* Both memory-info versions of `d`, checked to agree; returns v1's. */
+static inline nvmlMemory_t nvml_memory(const struct nvml_api *n, nvmlDevice_t d)
+{
+    nvmlMemory_t a;
+    nvmlMemory_v2_t b = {.version = nvmlMemory_v2};
+    CHECK_EQ(n->mem(d, &a), NVML_SUCCESS);
+    CHECK_EQ(n->mem_v2(d, &b), NVML_SUCCESS);
+    CHECK_EQ_U(a.total, b.total);
+    CHECK_EQ_U(a.free, b.free);
+    CHECK_EQ_U(a.used, b.used);
+    return a;
 }
 
 #endif

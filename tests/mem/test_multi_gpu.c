@@ -7,10 +7,8 @@
  */
 #include "mem_test.h"
 
-#include <dlfcn.h>
 #include <sys/wait.h>
 
-#include "nvml/nvml.h"
 
 #define L0 (64 * MiB)
 #define L1 (128 * MiB)
@@ -51,19 +49,10 @@ static uint64_t cuda_total(int ord, char uuid[41])
 /* NVML's view of the device with this UUID (NVML ignores visibility). */
 static uint64_t nvml_total(const char *uuid)
 {
-    void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW);
-    CHECK(h != NULL);
-    nvmlReturn_t (*init)(void) = (nvmlReturn_t(*)(void))dlsym(h, "nvmlInit_v2");
-    nvmlReturn_t (*by_uuid)(const char *, nvmlDevice_t *) =
-        (nvmlReturn_t(*)(const char *, nvmlDevice_t *))dlsym(h, "nvmlDeviceGetHandleByUUID");
-    nvmlReturn_t (*mem)(nvmlDevice_t, nvmlMemory_t *) =
-        (nvmlReturn_t(*)(nvmlDevice_t, nvmlMemory_t *))dlsym(h, "nvmlDeviceGetMemoryInfo");
+    struct nvml_api n = nvml_open();
     nvmlDevice_t d;
-    nvmlMemory_t m;
-    CHECK_EQ(init(), NVML_SUCCESS);
-    CHECK_EQ(by_uuid(uuid, &d), NVML_SUCCESS);
-    CHECK_EQ(mem(d, &m), NVML_SUCCESS);
-    return m.total;
+    CHECK_EQ(n.by_uuid(uuid, &d), NVML_SUCCESS);
+    return nvml_memory(&n, d).total;
 }
 
 static void status_names(const char *uuid0)

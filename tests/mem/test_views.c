@@ -4,39 +4,17 @@
  */
 #include "mem_test.h"
 
-#include <dlfcn.h>
-
-#include "nvml/nvml.h"
-
 #define LIMIT (64 * MiB)
-
-typedef nvmlReturn_t (*mem_fn)(nvmlDevice_t, nvmlMemory_t *);
-typedef nvmlReturn_t (*mem2_fn)(nvmlDevice_t, nvmlMemory_v2_t *);
 
 static void nvml_view(uint64_t *total, uint64_t *free_b, uint64_t *used)
 {
-    /* Resolved the way monitoring tools do: dlopen + dlsym. */
-    void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW);
-    CHECK(h != NULL);
-    nvmlReturn_t (*init)(void) = (nvmlReturn_t(*)(void))dlsym(h, "nvmlInit_v2");
-    nvmlReturn_t (*get)(unsigned, nvmlDevice_t *) =
-        (nvmlReturn_t(*)(unsigned, nvmlDevice_t *))dlsym(h, "nvmlDeviceGetHandleByIndex_v2");
-    mem_fn m1 = (mem_fn)dlsym(h, "nvmlDeviceGetMemoryInfo");
-    mem2_fn m2 = (mem2_fn)dlsym(h, "nvmlDeviceGetMemoryInfo_v2");
-    CHECK(init && get && m1 && m2);
+    struct nvml_api n = nvml_open();
     nvmlDevice_t d;
-    CHECK_EQ(init(), NVML_SUCCESS);
-    CHECK_EQ(get(0, &d), NVML_SUCCESS);
-    nvmlMemory_t a;
-    nvmlMemory_v2_t b = {.version = nvmlMemory_v2};
-    CHECK_EQ(m1(d, &a), NVML_SUCCESS);
-    CHECK_EQ(m2(d, &b), NVML_SUCCESS);
-    CHECK_EQ_U(a.total, b.total);
-    CHECK_EQ_U(a.free, b.free);
-    CHECK_EQ_U(a.used, b.used);
-    *total = a.total;
-    *free_b = a.free;
-    *used = a.used;
+    CHECK_EQ(n.by_index(0, &d), NVML_SUCCESS);
+    nvmlMemory_t m = nvml_memory(&n, d);
+    *total = m.total;
+    *free_b = m.free;
+    *used = m.used;
 }
 
 int main(void)
