@@ -21,3 +21,6 @@ cs_mem_test(mem_bad_config test_bad_config.c "CUDA_DEVICE_MEMORY_LIMIT=4x")
 cs_mem_test(mem_multi_gpu test_multi_gpu.c "FAKECUDA_DEVICES=2"
   "CUDA_DEVICE_MEMORY_LIMIT_0=64m" "CUDA_DEVICE_MEMORY_LIMIT_1=128m")
 cs_mem_test(mem_nvml_only test_nvml_only.c "CUDA_DEVICE_MEMORY_LIMIT=64m")
+cs_mem_test(identity_probe_legacy test_identity_probe.c "CUDA_DEVICE_MEMORY_LIMIT=64m"
+  "CUDA_DEVICE_SM_LIMIT=50" "GPU_CORE_UTILIZATION_POLICY=force" "FAKECUDA_NVML_PID_OFFSET=100000"
+  "FAKECUDA_NS_PER_BLOCK=1000" "CUSHARE_BOARD=${CMAKE_BINARY_DIR}/tmp/identity_probe_legacy.board")

@@ -127,4 +127,9 @@ void cs__watch_atfork_child(void);
 /* Suspend signals (suspend.c): installs the opt-in handlers once. */
 void cs__suspend_install_signals(void);
 
+/* The legacy identity tier (probe.c): the PID NVML reports for us on
+ * device `dev` (NVML handle `nd`), found by a serialised before/after
+ * allocation. *waits: post-init lock waits. 0 or -errno. */
+int cs__identity_probe(int dev, nvmlDevice_t nd, pid_t *host_pid, uint32_t *waits);
+
 #endif

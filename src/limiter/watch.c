@@ -122,6 +122,18 @@ static int nvml_sees_self(void *ctx)
     return 0;
 }
 
+/* Tier 3 for cs__identity_resolve: the probe on our first known device. */
+static uint32_t probe_waits;
+
+static int probe_cb(void *ctx, pid_t *host_pid)
+{
+    (void)ctx;
+    for (int d = 0; d < CS_MAX_DEVICES; d++)
+        if (nvml_device(d))
+            return cs__identity_probe(d, W.nvml[d], host_pid, &probe_waits);
+    return -ENODEV;
+}
+
 static void resolve_identity(void)
 {
     static int attempts;
@@ -140,13 +152,15 @@ static void resolve_identity(void)
         .broker = cs_rt.cfg.hostpid_broker,
         .procfs_root = cs_rt.cfg.host_procfs[0] ? cs_rt.cfg.host_procfs : NULL,
         .nvml_sees_self = nvml_sees_self,
+        .probe = W.nvml_ok ? probe_cb : NULL,
     };
     struct cs_identity_result res;
     int rc = cs__identity_resolve(&cfg, &res);
     W.identity_done = true;
     cs__ledger_set_identity(&cs_rt.ledger, rc ? 0 : (int32_t)res.host_pid, (uint32_t)res.tier,
                             (uint32_t)(res.reason < 0 ? -res.reason : 0));
-    cs__phase_identity((uint32_t)res.tier, 0);
+    __atomic_store_n(&s->lock_waits, probe_waits, __ATOMIC_RELAXED);
+    cs__phase_identity((uint32_t)res.tier, probe_waits);
     if (rc)
         cs_info(SUBSYS, "NVML identity unresolved (%s): foreign utilisation is judged from "
                 "device totals only", cs__identity_reason(res.reason_tier, res.reason));
