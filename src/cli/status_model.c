@@ -34,6 +34,19 @@ static bool device_shown(const struct cs_ledger_header *h, int d)
            LD(&h->dev[d].peak);
 }
 
+/* "probe", "failed(ENOENT)", "broker w3": the tier, the errno of the
+ * last fallback when there was one, and post-init lock waits if any. */
+static void identity_text(const struct cs_status_process *p, char *out, size_t len)
+{
+    int n = snprintf(out, len, "%s", cs__ledger_identity_name(p->identity));
+    if (p->identity_reason && n > 0 && (size_t)n < len) {
+        const char *e = strerrorname_np((int)p->identity_reason);
+        n += snprintf(out + n, len - (size_t)n, "(%s)", e ? e : "?");
+    }
+    if (p->lock_waits && n > 0 && (size_t)n < len)
+        snprintf(out + n, len - (size_t)n, " w%" PRIu32, p->lock_waits);
+}
+
 /* Copies a LIVE slot; false if it is not LIVE or keeps changing owner. */
 static bool read_slot(const struct cs_ledger *l, int i, struct cs_status_process *p)
 {
@@ -47,6 +60,8 @@ static bool read_slot(const struct cs_ledger *l, int i, struct cs_status_process
         p->pid = LD(&s->pid);
         p->host_pid = LD(&s->host_pid);
         p->identity = LD(&s->identity_tier);
+        p->identity_reason = LD(&s->identity_reason);
+        p->lock_waits = LD(&s->lock_waits);
         p->suspended = LD(&s->run_state) == 1;
         p->start_ns = LD(&s->start_ns);
         for (int d = 0; d < CS_MAX_DEVICES; d++) {
@@ -171,6 +186,8 @@ void cs_status_print_human(FILE *out, const struct cs_status *st)
             "STATE", "IDENTITY", "DEV", "TOTAL MiB", "GPU s", "SUSP", "BY CATEGORY (MiB)");
     for (int i = 0; i < st->nproc; i++) {
         const struct cs_status_process *p = &st->proc[i];
+        char ident[48];
+        identity_text(p, ident, sizeof ident);
         char hp[16];
         if (p->host_pid)
             snprintf(hp, sizeof hp, "%" PRId32, p->host_pid);
@@ -183,7 +200,7 @@ void cs_status_print_human(FILE *out, const struct cs_status *st)
                 continue;
             if (rows++ == 0)
                 fprintf(out, "%5d %8" PRId32 " %8s %-5s %-15s", p->slot, p->pid, hp,
-                        p->alive ? "live" : "dead", cs__ledger_identity_name(p->identity));
+                        p->alive ? "live" : "dead", ident);
             else
                 fprintf(out, "%5s %8s %8s %-5s %-15s", "", "", "", "", "");
             fprintf(out, " %3d %11.1f %9.3f %-4s ", d, (double)total / MIB,
@@ -199,8 +216,7 @@ void cs_status_print_human(FILE *out, const struct cs_status *st)
         }
         if (!rows)
             fprintf(out, "%5d %8" PRId32 " %8s %-5s %-15s %3s %11.1f %9.3f %-4s -\n", p->slot,
-                    p->pid, hp, p->alive ? "live" : "dead",
-                    cs__ledger_identity_name(p->identity), "-", 0.0, 0.0,
+                    p->pid, hp, p->alive ? "live" : "dead", ident, "-", 0.0, 0.0,
                     p->suspended ? "yes" : "no");
     }
 }
@@ -250,11 +266,12 @@ void cs_status_print_json(FILE *out, const struct cs_status *st)
     for (int i = 0; i < st->nproc; i++) {
         const struct cs_status_process *p = &st->proc[i];
         fprintf(out, "%s{\"slot\":%d,\"pid\":%" PRId32 ",\"host_pid\":%" PRId32
-                     ",\"state\":\"%s\",\"identity\":\"%s\",\"suspended\":%s,"
+                     ",\"state\":\"%s\",\"identity\":\"%s\",\"identity_reason\":%" PRIu32
+                     ",\"lock_waits\":%" PRIu32 ",\"suspended\":%s,"
                      "\"start_ns\":%" PRIu64 ",\"bytes\":{",
                 i ? "," : "", p->slot, p->pid, p->host_pid, p->alive ? "live" : "dead",
-                cs__ledger_identity_name(p->identity), p->suspended ? "true" : "false",
-                p->start_ns);
+                cs__ledger_identity_name(p->identity), p->identity_reason, p->lock_waits,
+                p->suspended ? "true" : "false", p->start_ns);
         for (int k = 0; k < st->ndev; k++) {
             int d = st->dev[k].index;
             fprintf(out, "%s\"dev%d\":{", k ? "," : "", d);

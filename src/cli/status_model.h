@@ -28,6 +28,8 @@ struct cs_status_process {
     bool alive;                 /* false: LIVE but its lock is free (not yet reaped) */
     bool suspended;             /* parked by `cushare suspend` */
     uint32_t identity;          /* enum cs_identity_tier */
+    uint32_t identity_reason;   /* errno of the last fallback, 0 none */
+    uint32_t lock_waits;        /* post-init lock waits (legacy probe) */
     uint64_t start_ns;
     uint64_t bytes[CS_MAX_DEVICES][CS_MEM_NCATEGORIES];
     uint64_t gpu_ns[CS_MAX_DEVICES];

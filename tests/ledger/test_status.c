@@ -6,6 +6,8 @@
  */
 #include "ledger_test.h"
 
+#include <errno.h>
+
 static char cli[4200];
 static char *outbuf, *errbuf;
 
@@ -93,7 +95,9 @@ static const char *craft(void)
     CHECK_EQ(cs__ledger_reserve(&l, 0, CS_MEM_DATA, 256 * MiB), 0);
     CHECK_EQ(cs__ledger_reserve(&l, 0, CS_MEM_CONTEXT, 64 * MiB), 0);
     CHECK_EQ(cs__ledger_reserve(&l, 1, CS_MEM_VMM, 16 * MiB), 0);
-    CHECK_EQ(cs__ledger_set_identity(&l, 424242, CS_IDENTITY_NVML_NS, 0), 0);
+    /* Tier 0 answered after the broker failed with ENOENT; 3 lock waits. */
+    CHECK_EQ(cs__ledger_set_identity(&l, 424242, CS_IDENTITY_NVML_NS, ENOENT), 0);
+    __atomic_store_n(&cs__ledger_my_slot(&l)->lock_waits, 3, __ATOMIC_RELAXED);
     struct cs_ledger_slot *s = cs__ledger_my_slot(&l);
     s->gpu_ns[0] = 1500000000ull;
     s->run_state = 1;
@@ -116,7 +120,7 @@ static void case_human(const char *path)
     CHECK_CONTAINS(outbuf, "policy force");
     CHECK_CONTAINS(outbuf, pid);
     CHECK_CONTAINS(outbuf, "424242");
-    CHECK_CONTAINS(outbuf, "live  nvml-namespace");
+    CHECK_CONTAINS(outbuf, "live  nvml-namespace(ENOENT) w3");
     CHECK_CONTAINS(outbuf, "dead  unknown");
     CHECK_CONTAINS(outbuf, "context=64.0 data=256.0");
     CHECK_CONTAINS(outbuf, "vmm=16.0");
@@ -145,7 +149,8 @@ static void case_json(const char *path)
                            "\"free\":null");
     CHECK_CONTAINS(outbuf, "\"sm_limit\":25");
     CHECK_CONTAINS(outbuf, "\"host_pid\":424242,\"state\":\"live\",\"identity\":"
-                           "\"nvml-namespace\",\"suspended\":true");
+                           "\"nvml-namespace\",\"identity_reason\":2,\"lock_waits\":3,"
+                           "\"suspended\":true");
     CHECK_CONTAINS(outbuf, "\"state\":\"dead\"");
     CHECK_CONTAINS(outbuf, "\"dev0\":{\"context\":67108864,\"data\":268435456,");
     CHECK_CONTAINS(outbuf, "\"gpu_ns\":{\"dev0\":1500000000,\"dev1\":0}");
