@@ -8,6 +8,7 @@
  */
 #include <pthread.h>
 
+#include "core/log.h"
 #include "mem/admit.h"
 
 static pthread_mutex_t graph_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -23,11 +24,16 @@ static void settle_device(int dev)
             CUDA_SUCCESS)
         return;
     pthread_mutex_lock(&graph_lock);
-    /* Graph memory is already resident when we see it grow: charge it even
-     * past the budget rather than lose it; later admissions see it. */
+    /* Graph memory is already resident when we see it grow. If the budget
+     * cannot take it, say so: the next launch or trim settles again. */
     if (reserved > graph_charged[dev]) {
         if (cs__admit(dev, CS_MEM_GRAPH, reserved - graph_charged[dev]) == CUDA_SUCCESS)
             graph_charged[dev] = reserved;
+        else
+            cs_warn_capped(4, "mem",
+                           "device %d: graph memory grew to %llu bytes past the budget; it "
+                           "stays uncharged until a trim brings it back within the budget",
+                           dev, (unsigned long long)reserved);
     } else if (reserved < graph_charged[dev]) {
         cs__give_back(dev, CS_MEM_GRAPH, graph_charged[dev] - reserved);
         graph_charged[dev] = reserved;
