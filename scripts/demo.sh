@@ -14,6 +14,7 @@ else
   echo "== no NVIDIA GPU here: cushare demo on the simulated device (tests/fakecuda, 16 GiB)"
   export LD_LIBRARY_PATH=$build/fakecuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   export FAKECUDA_STATE=$(mktemp -u /tmp/cushare-demo-fake.XXXXXX)
+  export FAKECUDA_NS_PER_BLOCK=1  # short simulated kernels for the compute-share step
   budget=1GiB hold=600
 fi
 ledger=$(mktemp -u /tmp/cushare-demo-ledger.XXXXXX)
@@ -31,4 +32,11 @@ sleep 1.5
 echo "== 3. cushare status while the holder still runs"
 "$cushare" status "$ledger" || true
 wait "$holder"
-echo "== done: over-budget allocations got CUDA_ERROR_OUT_OF_MEMORY, views showed the slice"
+
+echo "== 4. a compute share: an element-wise kernel loop at --sm 25 and 50 (policy force), vs its native rate"
+bench=$(mktemp -d /tmp/cushare-demo-bench.XXXXXX)
+"$cushare" bench limiter --secs 1 --warmup 0.3 --limits 25,50 --start-delay 1 \
+  --launchbound none --launchcost none --out "$bench" | sed -n '/^run /,/A:B ratio/p' || true
+rm -rf "$bench"
+echo "== done: over-budget allocations got CUDA_ERROR_OUT_OF_MEMORY, views showed the slice,"
+echo "   and the limited runs show the share of the native rate they achieved"
