@@ -28,38 +28,19 @@
 #include <unistd.h>
 
 #include "core/log.h"
+#include "identity/stream.h"
 
 #define SUN_PATH_MAX (sizeof(((struct sockaddr_un *)0)->sun_path))
 
-static int64_t now_ms(void)
+/* The client's reasons are few and distinct (CS_BROKER_REASONS): a
+ * transport failure is a timeout, a reset peer, or plain I/O trouble. */
+static int io_reason(int err)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int remaining_ms(int64_t deadline)
-{
-    int64_t left = deadline - now_ms();
-    return left > 0 ? (int)left : 0;
-}
-
-/* Waits for `events` on fd until the deadline: 0 ready, -ETIMEDOUT. */
-static int wait_fd(int fd, short events, int64_t deadline)
-{
-    for (;;) {
-        int left = remaining_ms(deadline);
-        if (left == 0)
-            return -ETIMEDOUT;
-        struct pollfd p = {.fd = fd, .events = events};
-        int n = poll(&p, 1, left);
-        if (n > 0)
-            return 0;
-        if (n == 0)
-            return -ETIMEDOUT;
-        if (errno != EINTR)
-            return -EIO;
-    }
+    if (err == -ETIMEDOUT)
+        return err;
+    if (err == -EPIPE || err == -ECONNRESET)
+        return -ECONNRESET;
+    return -EIO;
 }
 
 /* lstat-based checks of the directory holding the socket. */
@@ -127,10 +108,10 @@ static int connect_until(int fd, const struct sockaddr_un *sa, int64_t deadline)
         if (errno == EINTR)
             continue;
         if (errno == EAGAIN) {
-            int left = remaining_ms(deadline);
-            if (left == 0)
+            int64_t left_ms = (deadline - cs__stream_now_ns()) / 1000000;
+            if (left_ms <= 0)
                 return -ETIMEDOUT;
-            unsigned nap = backoff_ms < (unsigned)left ? backoff_ms : (unsigned)left;
+            unsigned nap = backoff_ms < left_ms ? backoff_ms : (unsigned)left_ms;
             struct timespec ts = {0, (long)nap * 1000000L};
             nanosleep(&ts, NULL);
             backoff_ms = backoff_ms < 16 ? backoff_ms * 2 : 16;
@@ -138,9 +119,9 @@ static int connect_until(int fd, const struct sockaddr_un *sa, int64_t deadline)
         }
         if (errno != EINPROGRESS)
             return map_connect_errno(errno);
-        int rc = wait_fd(fd, POLLOUT, deadline);
+        int rc = cs__stream_wait(fd, POLLOUT, deadline);
         if (rc)
-            return rc;
+            return io_reason(rc);
         int soerr = 0;
         socklen_t sl = sizeof soerr;
         if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) != 0)
@@ -159,67 +140,20 @@ static int check_peer_is_root(int fd)
     return cred.uid == 0 ? 0 : -EKEYREJECTED;
 }
 
-static int send_all(int fd, const uint8_t *buf, size_t len, int64_t deadline)
-{
-    size_t done = 0;
-    while (done < len) {
-        ssize_t n = send(fd, buf + done, len - done, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (n > 0) {
-            done += (size_t)n;
-            continue;
-        }
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            int rc = wait_fd(fd, POLLOUT, deadline);
-            if (rc)
-                return rc;
-            continue;
-        }
-        return (n < 0 && (errno == EPIPE || errno == ECONNRESET)) ? -ECONNRESET : -EIO;
-    }
-    return 0;
-}
-
-/* Reads until len bytes or EOF; returns the byte count or -errno. */
-static ssize_t recv_upto(int fd, uint8_t *buf, size_t len, int64_t deadline)
-{
-    size_t got = 0;
-    while (got < len) {
-        ssize_t n = recv(fd, buf + got, len - got, MSG_DONTWAIT);
-        if (n > 0) {
-            got += (size_t)n;
-            continue;
-        }
-        if (n == 0)
-            break;                      /* peer closed */
-        if (errno == EINTR)
-            continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK) {
-            int rc = wait_fd(fd, POLLIN, deadline);
-            if (rc)
-                return rc;
-            continue;
-        }
-        return errno == ECONNRESET ? -ECONNRESET : -EIO;
-    }
-    return (ssize_t)got;
-}
-
 /* Request, response, then EOF: v1 servers close after one reply, so any
  * further byte means the peer does not speak v1 framing. */
 static int exchange(int fd, int64_t deadline, pid_t *host_pid)
 {
     uint8_t req[CS_HPID_REQUEST_SIZE];
     cs__hpid_encode_request(req, CS_HPID_VERSION, CS_HPID_CMD_GET_PID);
-    int rc = send_all(fd, req, sizeof req, deadline);
+    int rc = cs__stream_send_all(fd, req, sizeof req, deadline);
     if (rc)
-        return rc;
+        return io_reason(rc);
 
     uint8_t resp[CS_HPID_RESPONSE_SIZE];
-    ssize_t got = recv_upto(fd, resp, sizeof resp, deadline);
+    ssize_t got = cs__stream_recv_upto(fd, resp, sizeof resp, deadline);
     if (got < 0)
-        return (int)got;
+        return io_reason((int)got);
     if ((size_t)got < sizeof resp)
         return -ENODATA;
     struct cs_hpid_response r;
@@ -228,9 +162,9 @@ static int exchange(int fd, int64_t deadline, pid_t *host_pid)
         return rc;
 
     uint8_t extra;
-    got = recv_upto(fd, &extra, 1, deadline);
+    got = cs__stream_recv_upto(fd, &extra, 1, deadline);
     if (got < 0)
-        return (int)got;
+        return io_reason((int)got);
     if (got > 0)
         return -EMSGSIZE;
     *host_pid = (pid_t)r.pid;
@@ -243,7 +177,8 @@ static int query(const char *path, int timeout_ms, pid_t *host_pid)
         return -EINVAL;
     if (strlen(path) >= SUN_PATH_MAX)
         return -ENAMETOOLONG;
-    int64_t deadline = now_ms() + (timeout_ms > 0 ? timeout_ms : CS_BROKER_TIMEOUT_MS);
+    int64_t deadline = cs__stream_now_ns() +
+                       (int64_t)(timeout_ms > 0 ? timeout_ms : CS_BROKER_TIMEOUT_MS) * 1000000;
 
     int rc = check_trust(path);
     if (rc)

@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "core/log.h"
+#include "identity/stream.h"
 
 #define SUN_PATH_MAX (sizeof(((struct sockaddr_un *)0)->sun_path))
 
@@ -84,13 +85,6 @@ static void inc(uint64_t *p)
 static uint64_t load(const uint64_t *p)
 {
     return __atomic_load_n(p, __ATOMIC_RELAXED);
-}
-
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 /* --- directory and socket setup ---------------------------------------- */
@@ -228,58 +222,13 @@ static int bind_listen(struct cs_broker_server *s)
 
 /* --- handlers ----------------------------------------------------------- */
 
-static int poll_deadline(int fd, short ev, int64_t deadline_ns)
-{
-    for (;;) {
-        int64_t left = deadline_ns - now_ns();
-        if (left <= 0)
-            return -ETIMEDOUT;
-        struct pollfd p = {.fd = fd, .events = ev};
-        int n = poll(&p, 1, (int)((left + 999999) / 1000000));
-        if (n > 0)
-            return 0;
-        if (n < 0 && errno != EINTR)
-            return -errno;
-    }
-}
-
 /* Exactly len bytes or an error: -ETIMEDOUT, -ENODATA (EOF), -errno. */
 static int read_exact(int fd, uint8_t *buf, size_t len, int64_t deadline_ns)
 {
-    size_t got = 0;
-    while (got < len) {
-        ssize_t n = recv(fd, buf + got, len - got, MSG_DONTWAIT);
-        if (n > 0) {
-            got += (size_t)n;
-        } else if (n == 0) {
-            return -ENODATA;
-        } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
-            int rc = poll_deadline(fd, POLLIN, deadline_ns);
-            if (rc)
-                return rc;
-        } else if (errno != EINTR) {
-            return -errno;
-        }
-    }
-    return 0;
-}
-
-static int write_exact(int fd, const uint8_t *buf, size_t len, int64_t deadline_ns)
-{
-    size_t done = 0;
-    while (done < len) {
-        ssize_t n = send(fd, buf + done, len - done, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (n > 0) {
-            done += (size_t)n;
-        } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            int rc = poll_deadline(fd, POLLOUT, deadline_ns);
-            if (rc)
-                return rc;
-        } else if (n < 0 && errno != EINTR) {
-            return -errno;
-        }
-    }
-    return 0;
+    ssize_t got = cs__stream_recv_upto(fd, buf, len, deadline_ns);
+    if (got < 0)
+        return (int)got;
+    return (size_t)got == len ? 0 : -ENODATA;
 }
 
 static void count_bad_frame(struct cs_broker_server *s, int status)
@@ -294,7 +243,7 @@ static void count_bad_frame(struct cs_broker_server *s, int status)
 
 static void observe_latency(struct cs_broker_server *s, int64_t t0)
 {
-    uint64_t ns = (uint64_t)(now_ns() - t0);
+    uint64_t ns = (uint64_t)(cs__stream_now_ns() - t0);
     for (int i = 0; i < CS_BROKER_LATENCY_BUCKETS; i++)
         if (ns <= latency_bounds_ns[i])
             inc(&s->c.latency_le[i]);
@@ -306,7 +255,7 @@ static void observe_latency(struct cs_broker_server *s, int64_t t0)
  * then exactly one request, one reply, close. */
 static void serve(struct cs_broker_server *s, int fd)
 {
-    int64_t t0 = now_ns();
+    int64_t t0 = cs__stream_now_ns();
     int64_t deadline = t0 + (int64_t)s->read_timeout_ms * 1000000;
 
     struct ucred cred = {0};
@@ -342,7 +291,7 @@ static void serve(struct cs_broker_server *s, int fd)
     }
     uint8_t resp[CS_HPID_RESPONSE_SIZE];
     cs__hpid_encode_response(resp, (uint16_t)status, pid);
-    rc = write_exact(fd, resp, sizeof resp, deadline);
+    rc = cs__stream_send_all(fd, resp, sizeof resp, deadline);
     if (rc == -ETIMEDOUT)
         inc(&s->c.timeouts);
     else if (rc)
@@ -583,9 +532,9 @@ static void accept_ready(struct cs_broker_server *s)
 
 int cs__broker_server_run(struct cs_broker_server *s, int stop_fd)
 {
-    int64_t next_metrics = now_ns();
+    int64_t next_metrics = cs__stream_now_ns();
     for (;;) {
-        int64_t now = now_ns();
+        int64_t now = cs__stream_now_ns();
         if (now >= next_metrics) {
             write_metrics(s);
             next_metrics = now + 1000000000;
