@@ -51,6 +51,7 @@
 
 #include "cli/bench.h"
 #include "cli/cli.h"
+#include "core/userdir.h"
 #include "core/config.h"
 #include "cushare/phases.h"
 
@@ -422,17 +423,8 @@ static int make_run_dir(char *out, size_t len)
 {
     const char *base = getenv("XDG_RUNTIME_DIR");
     char dir[PATH_MAX];
-    snprintf(dir, sizeof dir, "%s/cushare-%u", base && *base ? base : "/tmp", (unsigned)getuid());
-    if (mkdir(dir, 0700) && errno != EEXIST) {
-        fprintf(stderr, "cushare: bench init: cannot create %s: %s\n", dir, strerror(errno));
+    if (cs__user_dir("bench init", base && *base ? base : "/tmp", dir, sizeof dir))
         return -1;
-    }
-    struct stat st;
-    if (lstat(dir, &st) || !S_ISDIR(st.st_mode) || st.st_uid != getuid() || (st.st_mode & 077)) {
-        fprintf(stderr, "cushare: bench init: %s must be a directory of yours with mode 0700\n",
-                dir);
-        return -1;
-    }
     if (snprintf(out, len, "%s/bench-XXXXXX", dir) >= (int)len) {
         fprintf(stderr, "cushare: bench init: %s: path too long\n", dir);
         return -1;

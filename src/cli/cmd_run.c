@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "core/userdir.h"
 #include "core/config.h"
 #include "cushare/ledger.h"
 
@@ -90,16 +91,8 @@ static int private_ledger(char *out, size_t len)
 {
     const char *base = getenv("XDG_RUNTIME_DIR");
     char dir[PATH_MAX];
-    snprintf(dir, sizeof dir, "%s/cushare-%u", base && *base ? base : "/tmp", (unsigned)getuid());
-    if (mkdir(dir, 0700) && errno != EEXIST) {
-        fprintf(stderr, "cushare: run: cannot create %s: %s\n", dir, strerror(errno));
+    if (cs__user_dir("run", base && *base ? base : "/tmp", dir, sizeof dir))
         return -1;
-    }
-    struct stat st;
-    if (lstat(dir, &st) || !S_ISDIR(st.st_mode) || st.st_uid != getuid() || (st.st_mode & 077)) {
-        fprintf(stderr, "cushare: run: %s must be a directory of yours with mode 0700\n", dir);
-        return -1;
-    }
     if ((size_t)snprintf(out, len, "%.*s/ledger-%d", (int)(len - 32), dir, (int)getpid()) >= len)
         return -1;
     unlink(out); /* a stale file from a recycled pid */

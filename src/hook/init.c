@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "core/log.h"
+#include "core/userdir.h"
 #include "cushare/phases.h"
 #include "hook/runtime.h"
 
@@ -118,15 +119,9 @@ static void fill_ledger_params(const struct cs_config *c, struct cs_ledger_param
 static int private_ledger_path(char *out, size_t len)
 {
     char dir[64];
-    snprintf(dir, sizeof dir, "/dev/shm/cushare-%u", (unsigned)getuid());
-    if (mkdir(dir, 0700) && errno != EEXIST)
-        return -errno;
-    struct stat st;
-    if (lstat(dir, &st) || !S_ISDIR(st.st_mode) || st.st_uid != getuid() || (st.st_mode & 077)) {
-        cs_err("init", "%s must be a directory owned by uid %u with mode 0700", dir,
-               (unsigned)getuid());
-        return -EPERM;
-    }
+    int rc = cs__user_dir("init", "/dev/shm", dir, sizeof dir);
+    if (rc)
+        return rc;
     snprintf(out, len, "%s/private-%d-%llx.ledger", dir, (int)getpid(),
              (unsigned long long)cs__now_ns());
     private_ledger = true;
