@@ -2,11 +2,13 @@
  * TEST TOOL (tests/fakecuda), never shipped: the part of the fake CUDA
  * driver and fake NVML that both libraries compile in: configuration from
  * the environment, the shared state mapping, call counters and injected
- * failures, memory accounting in the process table, the GPU timeline.
+ * failures, memory accounting in the process table, the GPU timeline and
+ * its power / DVFS model.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -55,6 +57,13 @@ static void read_config(void)
     fc_cfg.util_window_ns = env_u64("FAKECUDA_UTIL_WINDOW_MS", 1000, 0) * 1000000ULL;
     if (!fc_cfg.util_window_ns)
         fc_cfg.util_window_ns = 1000000000ULL;
+    fc_cfg.ctx_switch_ns = env_u64("FAKECUDA_CTX_SWITCH_US", 0, 0) * 1000ULL;
+    fc_cfg.power_busy_w = env_u64("FAKECUDA_POWER_BUSY_W", 0, 0);
+    fc_cfg.power_idle_w = env_u64("FAKECUDA_POWER_IDLE_W", 100, 0);
+    fc_cfg.power_cap_w = env_u64("FAKECUDA_POWER_CAP_W", 700, 0);
+    fc_cfg.dvfs_window_ns = env_u64("FAKECUDA_DVFS_WINDOW_MS", 200, 0) * 1000000ULL;
+    if (!fc_cfg.dvfs_window_ns)
+        fc_cfg.dvfs_window_ns = 200000000ULL;
     const char *s = getenv("FAKECUDA_NVML_PID_OFFSET");
     fc_cfg.nvml_pid_offset = s ? strtol(s, NULL, 10) : 0;
     fc_cfg.driver_version = (int)env_u64("FAKECUDA_DRIVER_VERSION", 13000, 0);
@@ -423,11 +432,24 @@ uint64_t fc_schedule(int dev, uint64_t not_before, uint64_t dur)
         start = busy;
     if (not_before > start)
         start = not_before;
+    uint64_t h = D->ring_head;
+    struct fakecuda_interval *last = h ? &D->ring[(h - 1) % FAKECUDA_RING] : NULL;
+    /* Switching from another process's context right after its work costs
+     * FAKECUDA_CTX_SWITCH_US of device time: busy for NVML's device
+     * utilisation, but nobody's work (an interval of pid -1). */
+    uint64_t sw = fc_cfg.ctx_switch_ns;
+    if (dur && sw && last && last->pid != pid && last->pid != -1 && start < last->end_ns + sw) {
+        struct fakecuda_interval *iv = &D->ring[h % FAKECUDA_RING];
+        iv->start_ns = start;
+        iv->end_ns = last->end_ns + sw;
+        iv->pid = -1;
+        start = iv->end_ns;
+        __atomic_store_n(&D->ring_head, ++h, __ATOMIC_RELEASE);
+        last = iv;
+    }
     uint64_t end = start + dur;
     if (dur) {
         __atomic_store_n(&D->busy_until_ns, end, __ATOMIC_RELEASE);
-        uint64_t h = D->ring_head;
-        struct fakecuda_interval *last = h ? &D->ring[(h - 1) % FAKECUDA_RING] : NULL;
         if (last && last->pid == pid && last->end_ns == start) {
             last->end_ns = end;
         } else {
@@ -468,4 +490,82 @@ uint64_t fc_busy_in_window(int dev, int pid, uint64_t from, uint64_t to)
     }
     fakecuda_unlock(&D->lock);
     return sum;
+}
+
+/* ---- power and DVFS ------------------------------------------------------
+ * A power-capped board: dynamic power scales with the clock squared, and the
+ * clock controller keeps the average power at or under the cap. With duty D
+ * (busy share of the timeline, all processes, over the last DVFS window,
+ * clamped to [0.01, 1]) the relative clock is
+ *     c = min(1, sqrt((CAP - IDLE) / (D * (BUSY - IDLE))))
+ * (1 when BUSY <= IDLE or BUSY <= CAP; never below FC_CLOCK_MIN). Compute
+ * work enqueued at clock c lasts nominal / c. Reported power is
+ * IDLE + D1s * (BUSY - IDLE) * c^2, D1s the busy share of the last second. */
+
+#define FC_CLOCK_MIN 0.1
+#define FC_POWER_WINDOW_NS 1000000000ULL /* NVML's power is a 1 s average */
+#define FC_CLOCK_CACHE_NS 1000000ULL
+
+static int power_model_on(void)
+{
+    return fc_cfg.power_busy_w > 0;
+}
+
+/* Busy share of device d's timeline over the last `w` ns, in [0, 1]. */
+static double busy_share(int dev, uint64_t w, uint64_t now)
+{
+    uint64_t busy = fc_busy_in_window(dev, 0, now > w ? now - w : 0, now);
+    double d = (double)busy / (double)w;
+    return d > 1.0 ? 1.0 : d;
+}
+
+static double clock_of_duty(double d)
+{
+    double busy = (double)fc_cfg.power_busy_w, idle = (double)fc_cfg.power_idle_w;
+    double cap = (double)fc_cfg.power_cap_w;
+    if (busy <= idle || busy <= cap)
+        return 1.0;
+    if (cap <= idle)
+        return FC_CLOCK_MIN;
+    if (d < 0.01)
+        d = 0.01;
+    double c = sqrt((cap - idle) / (d * (busy - idle)));
+    return c > 1.0 ? 1.0 : c < FC_CLOCK_MIN ? FC_CLOCK_MIN : c;
+}
+
+/* Per process: the clock of each device computed at most FC_CLOCK_CACHE_NS
+ * ago (relaxed atomics: a torn pair only mixes two neighbouring values). */
+static uint64_t g_clock_at[FAKECUDA_MAX_DEVICES];
+static uint64_t g_clock_ppm[FAKECUDA_MAX_DEVICES];
+
+double fc_clock_rel(int dev)
+{
+    if (!power_model_on() || dev < 0 || dev >= FAKECUDA_MAX_DEVICES)
+        return 1.0;
+    uint64_t now = fc_now_ns();
+    uint64_t at = __atomic_load_n(&g_clock_at[dev], __ATOMIC_ACQUIRE);
+    if (at && now >= at && now - at < FC_CLOCK_CACHE_NS)
+        return (double)__atomic_load_n(&g_clock_ppm[dev], __ATOMIC_RELAXED) / 1e6;
+    double c = clock_of_duty(busy_share(dev, fc_cfg.dvfs_window_ns, now));
+    __atomic_store_n(&g_clock_ppm[dev], (uint64_t)(c * 1e6 + 0.5), __ATOMIC_RELAXED);
+    __atomic_store_n(&g_clock_at[dev], now, __ATOMIC_RELEASE);
+    return (double)(uint64_t)(c * 1e6 + 0.5) / 1e6;
+}
+
+uint64_t fc_dvfs_dur(int dev, uint64_t nominal)
+{
+    if (!power_model_on() || !nominal)
+        return nominal;
+    return (uint64_t)((double)nominal / fc_clock_rel(dev) + 0.5);
+}
+
+uint64_t fc_power_mw(int dev)
+{
+    double idle = (double)fc_cfg.power_idle_w;
+    double dyn = (double)fc_cfg.power_busy_w - idle;
+    if (!power_model_on() || dyn <= 0)
+        return fc_cfg.power_idle_w * 1000;
+    double d = busy_share(dev, FC_POWER_WINDOW_NS, fc_now_ns());
+    double c = fc_clock_rel(dev);
+    return (uint64_t)((idle + d * dyn * c * c) * 1000.0 + 0.5);
 }

@@ -7,7 +7,9 @@
  * ns, a graph launch FAKECUDA_GRAPH_US us. Each physical device is one
  * timeline shared by every process (fake_common.c, fc_schedule): work starts
  * at max(now, device busy-until, stream tail). Launches return at once;
- * synchronisation sleeps until the tail has passed.
+ * synchronisation sleeps until the tail has passed. With the power model
+ * (FAKECUDA_POWER_BUSY_W) kernels and graph launches last nominal / clock,
+ * the relative clock at enqueue time (fc_dvfs_dur).
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -230,7 +232,7 @@ static CUresult launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsi
     if (r == CUDA_SUCCESS)
         r = fc_stream_resolve(h, ptsz, &s);
     if (r == CUDA_SUCCESS)
-        enqueue(&s, blocks * fc_cfg.ns_per_block);
+        enqueue(&s, fc_dvfs_dur(s.ctx->o.phys, blocks * fc_cfg.ns_per_block));
     fc_unlock();
     return r;
 }
@@ -322,7 +324,7 @@ static CUresult graph_launch(CUgraphExec x, CUstream h, int ptsz)
     if (r == CUDA_SUCCESS)
         r = fc_graph_launch_memory(x);
     if (r == CUDA_SUCCESS)
-        enqueue(&s, fc_cfg.graph_ns);
+        enqueue(&s, fc_dvfs_dur(s.ctx->o.phys, fc_cfg.graph_ns));
     fc_unlock();
     return r;
 }

@@ -31,6 +31,11 @@ struct fc_config {
     uint64_t ns_per_block;    /* FAKECUDA_NS_PER_BLOCK */
     uint64_t graph_ns;        /* FAKECUDA_GRAPH_US * 1000 */
     uint64_t util_window_ns;  /* FAKECUDA_UTIL_WINDOW_MS * 1e6 */
+    uint64_t ctx_switch_ns;   /* FAKECUDA_CTX_SWITCH_US * 1e3 */
+    uint64_t power_busy_w;    /* FAKECUDA_POWER_BUSY_W (0: no power/DVFS model) */
+    uint64_t power_idle_w;    /* FAKECUDA_POWER_IDLE_W */
+    uint64_t power_cap_w;     /* FAKECUDA_POWER_CAP_W */
+    uint64_t dvfs_window_ns;  /* FAKECUDA_DVFS_WINDOW_MS * 1e6 */
     long nvml_pid_offset;     /* FAKECUDA_NVML_PID_OFFSET */
     int driver_version;       /* FAKECUDA_DRIVER_VERSION */
     char nvml_driver_version[80]; /* FAKECUDA_NVML_DRIVER_VERSION */
@@ -83,6 +88,17 @@ void fc_export_importers(int slot, uint64_t gen, int delta);
 uint64_t fc_schedule(int dev, uint64_t not_before, uint64_t dur);
 /* Busy ns of the timeline (pid 0: any process) inside [from, to). */
 uint64_t fc_busy_in_window(int dev, int pid, uint64_t from, uint64_t to);
+
+/* Power and DVFS model (FAKECUDA_POWER_*; off: clock 1, power idle). */
+#define FC_CLOCK_SM_MHZ 1980u   /* maximum SM / graphics clock (H200) */
+#define FC_CLOCK_MEM_MHZ 3201u
+/* Relative SM clock of a device now, (0, 1]: from the duty over the last
+ * FAKECUDA_DVFS_WINDOW_MS (cached per process for 1 ms). */
+double fc_clock_rel(int dev);
+/* Duration of `nominal` ns of compute work enqueued now: nominal / clock. */
+uint64_t fc_dvfs_dur(int dev, uint64_t nominal);
+/* Board power in milliwatts (average over the last second). */
+uint64_t fc_power_mw(int dev);
 
 /* ---- driver: per-process objects (fake_driver.c) ------------------------ */
 

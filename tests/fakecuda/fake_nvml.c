@@ -2,8 +2,9 @@
  * TEST TOOL (tests/fakecuda), never shipped: the fake libnvidia-ml.so.1.
  * Reports the simulated devices of the shared state (fakecuda_state.h):
  * ALL physical devices (NVML ignores CUDA_VISIBLE_DEVICES), physical memory
- * truth, the processes that hold a context (pid + FAKECUDA_NVML_PID_OFFSET)
- * and utilisation computed from the device timelines.
+ * truth, the processes that hold a context (pid + FAKECUDA_NVML_PID_OFFSET),
+ * utilisation computed from the device timelines, and power and clocks of
+ * the power / DVFS model.
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -341,4 +342,47 @@ FC_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
     }
     *processSamplesCount = n;
     return NVML_SUCCESS;
+}
+
+/* Power and clocks (fake_common.c: the power / DVFS model; without it the
+ * clock is the maximum and the power the idle power). */
+FC_EXPORT nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int *power)
+{
+    BEGIN(nvmlDeviceGetPowerUsage, 1);
+    int d = dev_index(device);
+    if (d < 0 || !power)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    uint64_t mw = fc_power_mw(d);
+    *power = mw > 0xFFFFFFFFu ? 0xFFFFFFFFu : (unsigned)mw;
+    return NVML_SUCCESS;
+}
+
+FC_EXPORT nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t device, unsigned int *limit)
+{
+    BEGIN(nvmlDeviceGetEnforcedPowerLimit, 1);
+    int d = dev_index(device);
+    if (d < 0 || !limit)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    uint64_t mw = fc_cfg.power_cap_w * 1000;
+    *limit = mw > 0xFFFFFFFFu ? 0xFFFFFFFFu : (unsigned)mw;
+    return NVML_SUCCESS;
+}
+
+FC_EXPORT nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t device, nvmlClockType_t type, unsigned int *clock)
+{
+    BEGIN(nvmlDeviceGetClockInfo, 1);
+    int d = dev_index(device);
+    if (d < 0 || !clock)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    switch ((int)type) {
+    case NVML_CLOCK_GRAPHICS:
+    case NVML_CLOCK_SM:
+        *clock = (unsigned)(FC_CLOCK_SM_MHZ * fc_clock_rel(d) + 0.5);
+        return NVML_SUCCESS;
+    case NVML_CLOCK_MEM:
+        *clock = FC_CLOCK_MEM_MHZ;
+        return NVML_SUCCESS;
+    default:
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
 }
