@@ -14,13 +14,15 @@ endfunction()
 
 cs_limiter_test(limiter_law test_law.c ${CMAKE_SOURCE_DIR}/src/limiter/law.c
   LABELS sanitize)
+cs_limiter_test(limiter_board test_board.c ${CMAKE_SOURCE_DIR}/src/limiter/board.c
+  $<TARGET_OBJECTS:cs_common> LABELS sanitize)
 cs_limiter_test(limiter_share_long test_share.c ARGS long)
 cs_limiter_test(limiter_share_short test_share.c ARGS short)
 cs_limiter_test(limiter_paths test_paths.c)
 foreach(case disable default perdev)
   cs_limiter_test(limiter_policy_${case} test_policy.c ARGS ${case})
 endforeach()
-foreach(case recovery priority timeslice)
+foreach(case recovery priority timeslice fulfil boost)
   cs_limiter_test(limiter_contend_${case} test_contend.c ARGS ${case})
 endforeach()
 cs_limiter_test(limiter_tenant test_tenant.c)

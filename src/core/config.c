@@ -63,7 +63,7 @@ int cs__parse_int(const char *s, long min, long max, long *out)
 }
 
 /* One row per variable family. `indexed` rows also accept NAME_<i>. */
-enum opt_kind { OPT_SIZE, OPT_PERCENT, OPT_PATH, OPT_POLICY, OPT_INT, OPT_BOOL };
+enum opt_kind { OPT_SIZE, OPT_PERCENT, OPT_PATH, OPT_POLICY, OPT_INT, OPT_BOOL, OPT_WORD };
 
 struct opt {
     const char *name;
@@ -74,7 +74,7 @@ struct opt {
 
 enum opt_id {
     O_MEM, O_SM, O_CACHE, O_POLICY, O_PRIORITY, O_BROKER, O_PROCFS, O_BOARD, O_HAMI_SIGNALS,
-    O_COUNT
+    O_SM_BURST, O_SM_SHARE, O_COUNT
 };
 
 static const struct opt options[O_COUNT] = {
@@ -94,6 +94,11 @@ static const struct opt options[O_COUNT] = {
                  "use an absolute path for the node's board of limited tenants"},
     [O_HAMI_SIGNALS] = {"CUSHARE_HAMI_SIGNALS", OPT_BOOL, false,
                         "use 1 to let SIGUSR2/SIGUSR1 suspend/resume (HAMi) or 0"},
+    [O_SM_BURST] = {"CUSHARE_SM_BURST_US", OPT_INT, false,
+                     "use microseconds from 100 to 100000, e.g. 4000"},
+    [O_SM_SHARE] = {"CUSHARE_SM_SHARE", OPT_WORD, false,
+                    "use throughput (share of the device's full-load work) or time (share of "
+                    "GPU time)"},
 };
 
 static int bad_value(const char *var, const char *value, const char *fix)
@@ -165,6 +170,16 @@ static int parse_one(struct cs_config *c, enum opt_id id, int dev, const char *v
         if (strcmp(v, "0") && strcmp(v, "1"))
             return bad_value(var, v, o->fix);
         *(id == O_BROKER ? &c->hostpid_broker : &c->hami_signals) = v[0] == '1';
+        return 0;
+    case O_SM_BURST:
+        if (cs__parse_int(v, 100, 100000, &n))
+            return bad_value(var, v, o->fix);
+        c->sm_burst_us = (uint32_t)n;
+        return 0;
+    case O_SM_SHARE:
+        if (strcasecmp(v, "throughput") && strcasecmp(v, "time"))
+            return bad_value(var, v, o->fix);
+        c->sm_share_time = !strcasecmp(v, "time");
         return 0;
     case O_COUNT:
         break;

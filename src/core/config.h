@@ -29,6 +29,8 @@ struct cs_config {
     char host_procfs[4096];                 /* LIBVGPU_HOST_PROCFS */
     char board_path[4096];                  /* CUSHARE_BOARD: node board of limited tenants */
     bool hami_signals;                      /* CUSHARE_HAMI_SIGNALS: SIGUSR2/1 suspend/resume */
+    uint32_t sm_burst_us;                   /* CUSHARE_SM_BURST_US: pacing burst, 0 = default */
+    bool sm_share_time;                     /* CUSHARE_SM_SHARE=time: no throughput corrections */
 };
 
 /* Parses the process environment into *out. 0, or -EINVAL after printing

@@ -69,6 +69,26 @@ static int create(const char *path)
     return r == -EEXIST ? 0 : r;
 }
 
+/* The board's directory (HAMi's /tmp/vgpulock on a node HAMi manages) may
+ * not exist yet: create it, one level, shared like /tmp (mode 1777, set
+ * with chmod, never left to the umask), so tenants of every user can post.
+ * Losing a race to another creator is fine. */
+static int make_parent(const char *path)
+{
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash || slash == dir)
+        return -EINVAL;
+    *slash = '\0';
+    if (mkdir(dir, 0700) == 0) {
+        if (chmod(dir, 01777))
+            return -errno;
+        return 0;
+    }
+    return errno == EEXIST ? 0 : -errno;
+}
+
 struct cs_board *cs__board_open(const char *path)
 {
     if (!path)
@@ -77,6 +97,8 @@ struct cs_board *cs__board_open(const char *path)
     int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0 && errno == ENOENT) {
         int r = create(path);
+        if (r == -ENOENT && make_parent(path) == 0)
+            r = create(path);
         if (r) {
             cs_info(SUBSYS, "no node board at %s (%s): priorities of other tenants are "
                     "unknown, NVML alone decides", path, strerror(-r));
@@ -185,6 +207,7 @@ void cs__board_post(struct cs_board *b, const struct cs_board_post *p, int64_t n
     ST(&e->policy, p->policy);
     ST(&e->sm_limit, p->sm_limit);
     ST(&e->share_ppm, p->share_ppm);
+    ST(&e->flags, p->starved ? CS_BOARD_F_STARVED : 0u);
     if (p->busy)
         ST(&e->busy_until_ns, (uint64_t)now + 3 * 100000000ull);
     ST(&e->seen_ns, (uint64_t)now);
@@ -194,6 +217,7 @@ void cs__board_view(const struct cs_board *b, uint64_t self, const uint8_t uuid[
                     int32_t priority, int64_t now, struct cs_board_view *out)
 {
     memset(out, 0, sizeof *out);
+    out->starved_fulfil_ppm = 1000000;
     if (!b)
         return;
     for (unsigned i = 0; i < CS_BOARD_ENTRIES; i++) {
@@ -203,8 +227,17 @@ void cs__board_view(const struct cs_board *b, uint64_t self, const uint8_t uuid[
             continue;
         if ((int64_t)LD(&e->busy_until_ns) <= now)
             continue;
+        out->busy_share_ppm += LD(&e->share_ppm);
         if (LD(&e->priority) <= priority) {
             out->busy_higher_or_equal++;
+            uint32_t limit = LD(&e->sm_limit);
+            if ((LD(&e->flags) & CS_BOARD_F_STARVED) && limit >= 1 && limit <= 99) {
+                uint64_t f = (uint64_t)LD(&e->share_ppm) * 100 / limit;
+                if (f < out->starved_fulfil_ppm) {
+                    out->starved_fulfil_ppm = (uint32_t)f;
+                    out->starved_limit = limit;
+                }
+            }
         } else {
             out->busy_lower++;
             out->lower_share_ppm += LD(&e->share_ppm);

@@ -51,8 +51,15 @@ struct cs_board_entry {
     uint32_t policy;            /* enum cs_policy */
     uint32_t sm_limit;          /* percent, 0 none */
     uint32_t share_ppm;         /* measured share of the last second */
-    uint64_t reserved;
+    uint32_t flags;             /* CS_BOARD_F_* (0 from writers before they existed) */
+    uint32_t reserved;
 };
+
+/* The tenant is held below its limit by the others: it is under 97 % of
+ * its limit, its pacer (almost) did not sleep in the last second, and the
+ * device is saturated by limited tenants on the board. Limited tenants of lower or equal priority then scale
+ * their own share down to its fulfilment (docs/limiter.md, "Fulfilment"). */
+#define CS_BOARD_F_STARVED 1u
 
 _Static_assert(sizeof(struct cs_board_header) == 64, "board ABI");
 _Static_assert(sizeof(struct cs_board_entry) == 64, "board ABI");
@@ -65,7 +72,7 @@ struct cs_board_post {
     uint8_t uuid[16];
     int32_t priority;
     uint32_t policy, sm_limit, share_ppm;
-    bool busy;
+    bool busy, starved;
 };
 
 /* What a tenant learns about the others on one device. */
@@ -73,6 +80,11 @@ struct cs_board_view {
     int busy_higher_or_equal;   /* busy tenants with priority <= ours */
     int busy_lower;             /* busy tenants with priority > ours */
     uint32_t lower_share_ppm;   /* sum of the shares of busy_lower */
+    uint32_t busy_share_ppm;    /* sum of the shares of all busy others */
+    /* Smallest share/limit (ppm) of the starved, busy, limited tenants of
+     * higher or equal priority; 1000000 when there is none. */
+    uint32_t starved_fulfil_ppm;
+    uint32_t starved_limit;     /* that tenant's limit (percent), 0 none */
 };
 
 struct cs_board;

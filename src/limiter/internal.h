@@ -73,7 +73,12 @@ struct cs_lim_stream {
 
 struct cs_lim_dev {
     pthread_mutex_t mu;
-    uint32_t pct;                /* effective limit 1..99, 0 = none */
+    uint32_t pct;                /* configured limit 1..99, 0 = none */
+    uint32_t share_pm;           /* atomic; written by the watcher: the share
+                                    the law charges at, parts per 10000
+                                    (pct * 100 scaled for clock boost and
+                                    fulfilment); 0 = pct * 100 */
+    uint64_t sleep_ns;           /* atomic: time pacing slept on this device */
     int engaged;                 /* atomic: pacing on (policy decision) */
     int law_running;             /* law started since last engaged */
     struct cs_law law;
@@ -81,7 +86,10 @@ struct cs_lim_dev {
     uint64_t measured;           /* pairs harvested */
     uint64_t inflight;           /* pairs pushed, not harvested */
     uint64_t launches;           /* slow-path launches: sampling counter */
-    uint64_t own_total;          /* atomic: GPU ns this process measured */
+    uint64_t own_total;          /* atomic: GPU ns this process was charged */
+    uint64_t own_work;           /* atomic: the same launches at their
+                                    signatures' contention-free minimum: the
+                                    work done, for fulfilment */
     int64_t contended_until;     /* watcher only: hold of the decision */
     int nstreams;
     struct cs_lim_stream *streams[CS_LIM_STREAMS];

@@ -1,6 +1,7 @@
 /*
  * The control law (law.h). Integer arithmetic in nanoseconds: advancing V
- * by ns * 100 / pct cannot overflow for any GPU time below 10^16 ns. The
+ * by ns * 10000 / share_pm cannot overflow for any GPU time below 10^14 ns
+ * (a day) per charge. The
  * shared clock is updated with a compare-and-swap loop, so processes of a
  * tenant charging at once never lose a charge.
  */
@@ -8,7 +9,7 @@
 
 static int64_t scale(const struct cs_law *l, int64_t ns)
 {
-    return ns * 100 / (int64_t)l->pct;
+    return ns * 10000 / (int64_t)l->share_pm;
 }
 
 /* Idle time earns at most CREDIT: the clock including our work still in
@@ -23,11 +24,23 @@ static int64_t clamped(const struct cs_law *l, int64_t v, int64_t now)
 void cs__law_start(struct cs_law *l, int64_t *vt, uint32_t pct, int64_t now)
 {
     l->vt = vt;
-    l->pct = pct < 1 ? 1 : pct > 99 ? 99 : pct;
+    cs__law_set_share(l, (pct < 1 ? 1 : pct > 99 ? 99 : pct) * 100);
+    if (!l->ahead_ns)
+        l->ahead_ns = CS_LAW_AHEAD_NS;
     if (l->pending < 0)
         l->pending = 0;
     int64_t unset = 0;
     __atomic_compare_exchange_n(vt, &unset, now, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+}
+
+void cs__law_set_share(struct cs_law *l, uint32_t share_pm)
+{
+    l->share_pm = share_pm < 1 ? 1 : share_pm > 9999 ? 9999 : share_pm;
+}
+
+void cs__law_set_ahead(struct cs_law *l, int64_t ahead_ns)
+{
+    l->ahead_ns = ahead_ns < 100000 ? 100000 : ahead_ns;
 }
 
 void cs__law_charge(struct cs_law *l, uint64_t gpu_ns, int64_t est_ns, int64_t now)
@@ -50,7 +63,7 @@ int64_t cs__law_wait(const struct cs_law *l, int64_t now)
 {
     int64_t v = __atomic_load_n(l->vt, __ATOMIC_ACQUIRE);
     int64_t veff = clamped(l, v, now) + scale(l, l->pending);
-    if (veff <= now + CS_LAW_AHEAD_NS)
+    if (veff <= now + l->ahead_ns)
         return 0;
     /* Hysteresis: once over, sleep until V is back to real time, so the
      * tenant alternates bursts of ~AHEAD*L GPU time with sleeps of

@@ -24,19 +24,29 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define CS_LAW_AHEAD_NS 1000000ll    /* run ahead of real time by 1 ms */
+#define CS_LAW_AHEAD_NS 4000000ll    /* default run-ahead (CUSHARE_SM_BURST_US) */
 #define CS_LAW_CREDIT_NS 20000000ll  /* at most 20 ms of idle credit */
 
 struct cs_law {
     int64_t *vt;         /* the tenant's virtual clock, CLOCK_MONOTONIC ns;
                             0 = unset; touched with atomics only */
     int64_t pending;     /* this process's estimated unmeasured GPU ns */
-    uint32_t pct;        /* the share in percent, 1..99 */
+    uint32_t share_pm;   /* the share in parts per 10000, 1..9999 */
+    int64_t ahead_ns;    /* how far V may run ahead of real time */
 };
 
-/* Binds l to the shared clock `vt` for a share of `pct` percent (1..99)
- * and starts the clock at `now` if nobody has yet. */
+/* Binds l to the shared clock `vt` for a share of `pct` percent (1..99),
+ * running ahead by CS_LAW_AHEAD_NS, and starts the clock at `now` if
+ * nobody has yet. */
 void cs__law_start(struct cs_law *l, int64_t *vt, uint32_t pct, int64_t now);
+
+/* Changes the share (parts per 10000, clamped to 1..9999) for charges from
+ * now on: the limiter lowers it below the configured limit to charge for
+ * clock boost and to equalise fulfilment (docs/limiter.md). */
+void cs__law_set_share(struct cs_law *l, uint32_t share_pm);
+
+/* Changes the run-ahead (the pacing burst), at least 100 us. */
+void cs__law_set_ahead(struct cs_law *l, int64_t ahead_ns);
 
 /* `gpu_ns` of measured GPU time of this process; `est_ns` is what it had
  * been estimated at when launched: it leaves the pending sum in the same

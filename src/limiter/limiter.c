@@ -332,8 +332,12 @@ static int64_t sig_min(const struct cs_lim_sig *e)
     return e->min_cur;
 }
 
-static int64_t sig_charge(struct cs_lim_dev *D, uint64_t key, int64_t ns)
+/* Also stores in *work what the launch did: its measurement, at most the
+ * signature's minimum (without slack). Throughput, unlike time, is not
+ * inflated by a co-tenant's slices or a cold cache after a switch. */
+static int64_t sig_charge(struct cs_lim_dev *D, uint64_t key, int64_t ns, int64_t *work)
 {
+    *work = ns;
     if (!key)
         return ns;
     struct cs_lim_sig *e = sig_slot(D, key);
@@ -344,6 +348,8 @@ static int64_t sig_charge(struct cs_lim_dev *D, uint64_t key, int64_t ns)
     int64_t mn = sig_min(e), charged = ns;
     if (mn > 0 && charged > mn + mn * CS_LIM_SIG_SLACK_PCT / 100)
         charged = mn + mn * CS_LIM_SIG_SLACK_PCT / 100;
+    if (mn > 0 && ns > mn)
+        *work = mn;
     if (e->n >= CS_LIM_SIG_WINDOW) {
         e->min_prev = e->min_cur;
         e->min_cur = 0;
@@ -363,8 +369,18 @@ static int64_t sig_estimate(struct cs_lim_dev *D, uint64_t key)
     return e && e->key == key ? e->charged : 0;
 }
 
+/* Work of an unmeasured launch charged `charged`: its signature's minimum
+ * when known. */
+static int64_t sig_work(struct cs_lim_dev *D, uint64_t key, int64_t charged)
+{
+    const struct cs_lim_sig *e = key ? sig_slot(D, key) : NULL;
+    int64_t mn = e && e->key == key ? sig_min(e) : 0;
+    return mn > 0 && mn < charged ? mn : charged;
+}
+
 /* Harvests one stream; adds the estimates of what it measured to *est_done. */
-static uint64_t harvest_stream(struct cs_lim_dev *D, struct cs_lim_stream *st, int64_t *est_done)
+static uint64_t harvest_stream(struct cs_lim_dev *D, struct cs_lim_stream *st, int64_t *est_done,
+                               uint64_t *work)
 {
     uint64_t got = 0;
     while (st->n) {
@@ -388,8 +404,10 @@ static uint64_t harvest_stream(struct cs_lim_dev *D, struct cs_lim_stream *st, i
         CUresult r = cs_drv.cuEventElapsedTime_v2 ? cs_drv.cuEventElapsedTime_v2(&ms, p->s, p->e)
                                                   : cs_drv.cuEventElapsedTime(&ms, p->s, p->e);
         if (r == CUDA_SUCCESS && ms > 0) {
-            int64_t ns = sig_charge(D, p->sig, (int64_t)((double)ms * 1e6));
+            int64_t w;
+            int64_t ns = sig_charge(D, p->sig, (int64_t)((double)ms * 1e6), &w);
             got += (uint64_t)ns;
+            *work += (uint64_t)w;
             int k = p->est < 0 ? CS_LIM_GRAPH : CS_LIM_KERNEL;
             int64_t *est = &D->est[k];
             *est = *est ? *est + (ns - *est) / 4 : ns;
@@ -409,16 +427,17 @@ static uint64_t harvest_stream(struct cs_lim_dev *D, struct cs_lim_stream *st, i
 void cs__lim_harvest_locked(int d, int64_t now)
 {
     struct cs_lim_dev *D = &cs__lim_devs[d];
-    uint64_t own = 0;
+    uint64_t own = 0, work = 0;
     int64_t est_done = 0;
     for (int i = 0; i < D->nstreams; i++)
         if (D->streams[i]->n)
-            own += harvest_stream(D, D->streams[i], &est_done);
+            own += harvest_stream(D, D->streams[i], &est_done, &work);
     if (own) {
         struct cs_ledger_slot *s = cs__lim_my_slot();
         if (s)
             __atomic_fetch_add(&s->gpu_ns[d], own, __ATOMIC_RELAXED);
         __atomic_fetch_add(&D->own_total, own, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&D->own_work, work, __ATOMIC_RELAXED);
     }
     if (D->law_running)
         cs__law_charge(&D->law, own, est_done, now);
@@ -474,10 +493,15 @@ void cs__limiter_pace(struct cs_lim_ticket *t, CUstream stream, enum cs_lim_path
         bool engaged = __atomic_load_n(&D->engaged, __ATOMIC_RELAXED);
         if (engaged && !D->law_running) {
             cs__law_start(&D->law, cs__lim_clock(cx->dev), D->pct, now);
+            if (cs_rt.cfg.sm_burst_us)
+                cs__law_set_ahead(&D->law, (int64_t)cs_rt.cfg.sm_burst_us * 1000);
             D->law_running = 1;
         } else if (!engaged) {
             D->law_running = 0;
         }
+        uint32_t want = __atomic_load_n(&D->share_pm, __ATOMIC_RELAXED);
+        if (D->law_running && want && want != D->law.share_pm)
+            cs__law_set_share(&D->law, want);
         cs__lim_harvest_locked(cx->dev, now);
         int64_t wait = engaged ? cs__law_wait(&D->law, now) : 0;
         struct cs_lim_stream *st = stream_get(D, cx, key, rec, now);
@@ -492,7 +516,9 @@ void cs__limiter_pace(struct cs_lim_ticket *t, CUstream stream, enum cs_lim_path
             CS_LIM_STAT_ADD(sleeps, 1);
             int64_t t0 = cs__lim_now();
             cs__lim_sleep(wait);
-            CS_LIM_STAT_ADD(sleep_ns, (uint64_t)(cs__lim_now() - t0));
+            uint64_t slept = (uint64_t)(cs__lim_now() - t0);
+            CS_LIM_STAT_ADD(sleep_ns, slept);
+            __atomic_fetch_add(&D->sleep_ns, slept, __ATOMIC_RELAXED);
             continue;
         }
         int64_t est = sig_estimate(D, sig);
@@ -549,6 +575,8 @@ void cs__limiter_measure(struct cs_lim_ticket *t, CUresult launched)
             if (s)
                 __atomic_fetch_add(&s->gpu_ns[cx->dev], ns, __ATOMIC_RELAXED);
             __atomic_fetch_add(&D->own_total, ns, __ATOMIC_RELAXED);
+            __atomic_fetch_add(&D->own_work, (uint64_t)sig_work(D, t->sig, (int64_t)ns),
+                               __ATOMIC_RELAXED);
             if (D->law_running)
                 cs__law_charge(&D->law, ns, 0, cs__lim_now());
         }

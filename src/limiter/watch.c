@@ -6,7 +6,12 @@
  *     application stops launching),
  *   - re-lists the tenant's other processes (tenant.c),
  *   - computes the tenant's share of each limited device over the last
- *     second and posts it to the node board,
+ *     second and posts it to the node board, with whether the tenant is
+ *     starved (held under its limit by the others),
+ *   - sets the share the law charges at: the limit, scaled down for the
+ *     clock boost the device gives a partly idle GPU and for the
+ *     fulfilment of starved tenants on the board (CUSHARE_SM_SHARE=
+ *     throughput, the default; docs/limiter.md),
  *   - decides, for policy `default`, whether pacing is engaged.
  *
  * The decision rule (docs/limiter.md, "Policy and priority"), for a device
@@ -34,6 +39,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <math.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,6 +57,14 @@
 #define CS_WATCH_BUSY_PPM 20000          /* board: 2 % share makes a tenant busy */
 #define CS_WATCH_HOLD_NS 1000000000ll    /* stay engaged 1 s after contention */
 #define CS_WATCH_WINDOW 10               /* ticks in the share window (1 s) */
+#define CS_WATCH_STARVED_PCT 97          /* under 97 % of the limit may be starved */
+#define CS_WATCH_UNPACED_PCT 5           /* slept under 5 % of the last second */
+#define CS_WATCH_SATURATED_PCT 95        /* device busy at least 95 % ... */
+#define CS_WATCH_BOARD_SATURATED_PCT 70  /* ... at least 70 % by limited tenants */
+#define CS_WATCH_FULFIL_FLOOR 0.2        /* never scaled below 20 % of the limit */
+#define CS_WATCH_BOOST_MAX 2.0           /* largest clock-boost correction */
+#define CS_WATCH_SMOOTH 0.25             /* per-tick step towards a new scale */
+#define CS_WATCH_CAP_REREAD_NS 10000000000ll /* power cap re-read every 10 s */
 
 void cs__format_uuid(const unsigned char b[16], char out[41]);
 
@@ -70,10 +84,25 @@ static struct {
     struct cs_board *board;
     uint64_t tenant_id;
     bool identity_done;
+    /* Per limited device: the scales of the share (watcher only). */
+    struct {
+        double boost;            /* full-load slowdown of our kernels, >= 1 */
+        double fulfil;           /* equal-fulfilment scale, FLOOR..1 */
+        double idle_w;           /* lowest board power seen */
+        unsigned cap_mw;         /* enforced power limit, 0 unknown */
+        int64_t cap_read_ns;
+        int8_t util[CS_WATCH_WINDOW]; /* NVML utilisation per tick, -1 unknown */
+        uint64_t slept[CS_WATCH_WINDOW]; /* D->sleep_ns per tick */
+        uint32_t logged_pm;      /* share last logged */
+    } dev[CS_MAX_DEVICES];
     /* Tenant GPU time per tick, for the share over the last second. */
     int64_t t[CS_WATCH_WINDOW + 1];
     uint64_t total[CS_WATCH_WINDOW + 1][CS_MAX_DEVICES];
+    /* This process's charged GPU time and work (limiter.c) per tick. */
+    uint64_t own[CS_WATCH_WINDOW + 1][CS_MAX_DEVICES];
+    uint64_t work[CS_WATCH_WINDOW + 1][CS_MAX_DEVICES];
     int ring_n, ring_head;
+    uint64_t ticks;              /* ticks so far: index of the per-device rings */
 } W;
 
 void cs__watch_atfork_child(void)
@@ -174,15 +203,23 @@ static bool is_ours(unsigned pid, const unsigned *pids, int n)
     return false;
 }
 
-/* Foreign utilisation of device d in percent, or -1 when unknown. */
-static int foreign_pct(int d, int our_pct)
+/* NVML's device utilisation of device d in percent, or -1 when unknown. */
+static int device_util(int d)
 {
-    if (!nvml_device(d) || !cs_drv.nvmlDeviceGetUtilizationRates)
-        return -1;
     nvmlUtilization_t u;
-    if (cs_drv.nvmlDeviceGetUtilizationRates(W.nvml[d], &u) != NVML_SUCCESS)
+    if (!nvml_device(d) || !cs_drv.nvmlDeviceGetUtilizationRates ||
+        cs_drv.nvmlDeviceGetUtilizationRates(W.nvml[d], &u) != NVML_SUCCESS)
         return -1;
-    int foreign = (int)u.gpu - our_pct;
+    return u.gpu > 100 ? 100 : (int)u.gpu;
+}
+
+/* Foreign utilisation of device d in percent, or -1 when unknown; `util`
+ * is device_util(d). */
+static int foreign_pct(int d, int util, int our_pct)
+{
+    if (util < 0)
+        return -1;
+    int foreign = util - our_pct;
     if (cs_drv.nvmlDeviceGetProcessUtilization) {
         unsigned pids[256];
         int npids = cs__tenant_pids(pids, 256);
@@ -239,6 +276,26 @@ static uint32_t share_over(int d, int ticks)
     return ppm > 1000000 ? 1000000 : (uint32_t)ppm;
 }
 
+/* The tenant's share of device d over the last second counted in work
+ * (contention-free launch time): its GPU time share, scaled by how much of
+ * this process's charged time was work. This is what fulfilment compares:
+ * on an H200 a 75 % tenant next to a 25 % one is charged ~73 % of GPU time
+ * but does 69 % of its unlimited work. */
+static uint32_t work_share(int d)
+{
+    uint32_t ppm = share_over(d, CS_WATCH_WINDOW);
+    const int R = CS_WATCH_WINDOW + 1;
+    if (W.ring_n < 2)
+        return ppm;
+    int newest = (W.ring_head - 1 + R) % R;
+    int oldest = (W.ring_head - W.ring_n + R) % R;
+    uint64_t own = W.own[newest][d] - W.own[oldest][d];
+    uint64_t work = W.work[newest][d] - W.work[oldest][d];
+    if (!own || work >= own)
+        return ppm;
+    return (uint32_t)((uint64_t)ppm * work / own);
+}
+
 /* Our share as NVML might have seen it: NVML's sample period is anything
  * from 1/6 s to 1 s, so take the largest of our shares over windows in
  * that range. Attributing the most we can to ourselves errs towards "not
@@ -259,8 +316,11 @@ static void record_totals(int64_t now)
 {
     int i = W.ring_head;
     W.t[i] = now;
-    for (int d = 0; d < CS_MAX_DEVICES; d++)
+    for (int d = 0; d < CS_MAX_DEVICES; d++) {
         W.total[i][d] = tenant_total(d);
+        W.own[i][d] = __atomic_load_n(&cs__lim_devs[d].own_total, __ATOMIC_RELAXED);
+        W.work[i][d] = __atomic_load_n(&cs__lim_devs[d].own_work, __ATOMIC_RELAXED);
+    }
     W.ring_head = (W.ring_head + 1) % (CS_WATCH_WINDOW + 1);
     if (W.ring_n < CS_WATCH_WINDOW + 1)
         W.ring_n++;
@@ -280,8 +340,146 @@ static uint64_t tenant_id(void)
     return x > CS_BOARD_CLAIMING ? x : x + 2;
 }
 
+/* ---- the share the law charges at --------------------------------------- */
+
+/* Clock boost. A power-capped GPU that is busy only part of the time runs
+ * its kernels at a higher clock than under full load, so a tenant held to
+ * L of GPU time does more than L of the work it does unlimited (an H200
+ * matmul: 59 % at 50). The limit means a share of the full-load work, so
+ * each nanosecond is charged as the longer time it would take at full
+ * load. From NVML's board power P (a 1 s average), the device's busy
+ * fraction D and the enforced cap: the dynamic power while busy is
+ * (P - idle) / D; at full load the clock drops until it fits under the
+ * cap, and dynamic power goes with the square of the clock (measured on
+ * the H200: 1575 MHz at 700 W, 1785 at 682 W and 75 % busy), so kernels
+ * take sqrt(((P - idle) / D) / (cap - idle)) times longer, or the same
+ * when that is below 1. Memory-bound kernels draw less than the cap even
+ * at full load: no correction. */
+static void update_boost(int d, int util, uint32_t own_ppm, int64_t now)
+{
+    __typeof__(W.dev[0]) *w = &W.dev[d];
+    if (!w->boost)
+        w->boost = 1;
+    if (cs_rt.cfg.sm_share_time || !nvml_device(d) || !cs_drv.nvmlDeviceGetPowerUsage ||
+        !cs_drv.nvmlDeviceGetEnforcedPowerLimit) {
+        w->boost = 1;
+        return;
+    }
+    if (!w->cap_mw || now - w->cap_read_ns > CS_WATCH_CAP_REREAD_NS) {
+        unsigned cap = 0;
+        if (cs_drv.nvmlDeviceGetEnforcedPowerLimit(W.nvml[d], &cap) == NVML_SUCCESS && cap)
+            w->cap_mw = cap;
+        w->cap_read_ns = now;
+    }
+    unsigned mw = 0;
+    if (!w->cap_mw || cs_drv.nvmlDeviceGetPowerUsage(W.nvml[d], &mw) != NVML_SUCCESS || !mw)
+        return;
+    double cap = w->cap_mw / 1000.0, p = mw / 1000.0;
+    if (!w->idle_w || p < w->idle_w)
+        w->idle_w = p;
+    /* Idle power is what the board draws with nothing running; the
+     * lowest reading seen, but never more than 15 % of the cap (a device
+     * busy since we started never shows its idle draw). */
+    double idle = fmin(w->idle_w, 0.15 * cap);
+    double duty = fmax(util / 100.0, own_ppm / 1e6);
+    if (util < 0 || duty < 0.03 || cap <= idle)
+        return; /* too little signal: keep the last estimate */
+    double h = (p - idle) / duty / (cap - idle);
+    double target = h > 1 ? fmin(sqrt(h), CS_WATCH_BOOST_MAX) : 1;
+    w->boost += (target - w->boost) * CS_WATCH_SMOOTH;
+}
+
+/* Fulfilment. Two GPU-bound tenants at 25 % and 75 % do not get 1:3 by
+ * pacing the first alone: the GPU time-slices the contexts and switching
+ * costs time, so the unpaced 75 % tenant gets what is left (64 % on an
+ * H200) while the 25 % one gets all of its share. When a tenant of higher
+ * or equal priority posts that it is starved, we scale our share to its
+ * fulfilment (its share / its limit): both end at the same fraction of
+ * their limits, in their limits' proportion. Freeing x of the GPU gives
+ * the starved tenant about x, which moves our target by about
+ * x * (our limit / its limit): the step is scaled down by that ratio when
+ * it exceeds 1, so the loop's gain stays below one and it converges
+ * without oscillating. */
+static void update_fulfil(int d, const struct cs_board_view *v)
+{
+    __typeof__(W.dev[0]) *w = &W.dev[d];
+    if (!w->fulfil)
+        w->fulfil = 1;
+    double target = cs_rt.cfg.sm_share_time ? 1 : v->starved_fulfil_ppm / 1e6;
+    target = fmax(CS_WATCH_FULFIL_FLOOR, fmin(1, target));
+    double step = CS_WATCH_SMOOTH;
+    uint32_t ours = cs__lim_devs[d].pct;
+    if (target < w->fulfil && v->starved_limit && v->starved_limit < ours)
+        step *= (double)v->starved_limit / ours;
+    w->fulfil += (target - w->fulfil) * step;
+}
+
+/* The tick's NVML utilisation and pacing sleep go into rings of one
+ * second, the window NVML averages board power over. */
+static void record_tick(int d, int util)
+{
+    __typeof__(W.dev[0]) *w = &W.dev[d];
+    int i = (int)(W.ticks % CS_WATCH_WINDOW);
+    w->util[i] = (int8_t)util;
+    w->slept[i] = __atomic_load_n(&cs__lim_devs[d].sleep_ns, __ATOMIC_RELAXED);
+}
+
+/* Mean NVML utilisation over the last second, -1 when unknown. */
+static int util_mean(int d)
+{
+    int sum = 0, n = 0;
+    for (int i = 0; i < CS_WATCH_WINDOW && (uint64_t)i <= W.ticks; i++)
+        if (W.dev[d].util[i] >= 0) {
+            sum += W.dev[d].util[i];
+            n++;
+        }
+    return n ? sum / n : -1;
+}
+
+/* Time pacing slept over the last second. */
+static uint64_t slept_last_second(int d)
+{
+    const uint64_t *r = W.dev[d].slept;
+    int newest = (int)(W.ticks % CS_WATCH_WINDOW);
+    uint64_t lo = r[newest];
+    for (int i = 0; i < CS_WATCH_WINDOW && (uint64_t)i <= W.ticks; i++)
+        if (r[i] < lo)
+            lo = r[i];
+    return r[newest] - lo;
+}
+
+/* Starved: under its limit, (almost) never held back by its pacer in the
+ * last second, on a device that is saturated, and saturated by limited
+ * tenants (so the GPU, not its own CPU or an unlimited tenant, is what it
+ * lacks, and yielding to it can help). */
+static bool starved(int d, uint32_t ppm, int util, const struct cs_board_view *v)
+{
+    const struct cs_lim_dev *D = &cs__lim_devs[d];
+    bool under = (uint64_t)ppm * 100 < (uint64_t)D->pct * 10000 * CS_WATCH_STARVED_PCT;
+    bool unpaced = slept_last_second(d) * 100 <
+                   (uint64_t)CS_WATCH_WINDOW * CS_LIM_TICK_NS * CS_WATCH_UNPACED_PCT;
+    bool saturated = util >= CS_WATCH_SATURATED_PCT &&
+                     (uint64_t)ppm + v->busy_share_ppm >= CS_WATCH_BOARD_SATURATED_PCT * 10000ull;
+    return W.ring_n > CS_WATCH_WINDOW && under && unpaced && saturated;
+}
+
+static void apply_share(int d)
+{
+    __typeof__(W.dev[0]) *w = &W.dev[d];
+    struct cs_lim_dev *D = &cs__lim_devs[d];
+    double pm = D->pct * 100.0 * w->fulfil / w->boost;
+    uint32_t v = pm < 1 ? 1 : pm > 9999 ? 9999 : (uint32_t)lround(pm);
+    __atomic_store_n(&D->share_pm, v, __ATOMIC_RELAXED);
+    if (v + 100 <= w->logged_pm || v >= w->logged_pm + 100) {
+        w->logged_pm = v;
+        cs_info(SUBSYS, "device %d: %u %% share charged at %.1f %% of GPU time (clock boost "
+                "x%.2f, fulfilment %.2f)", d, D->pct, v / 100.0, w->boost, w->fulfil);
+    }
+}
+
 static void tick(int64_t now)
 {
+    W.ticks++;
     const struct cs_ledger_header *h = cs_rt.ledger.hdr;
     uint32_t policy = __atomic_load_n(&h->policy, __ATOMIC_RELAXED);
     int32_t prio = __atomic_load_n(&h->priority, __ATOMIC_RELAXED);
@@ -303,24 +501,31 @@ static void tick(int64_t now)
         struct cs_lim_dev *D = &cs__lim_devs[d];
         if (!D->pct)
             continue;
-        uint32_t ppm = share_over(d, CS_WATCH_WINDOW);
+        uint32_t ppm = work_share(d);
         bool known = cs_rt.dev[d].known;
+        int util = known ? device_util(d) : -1;
+        record_tick(d, util);
+        struct cs_board_view v = {.starved_fulfil_ppm = 1000000};
         if (known && W.board) {
+            cs__board_view(W.board, W.tenant_id, (const uint8_t *)cs_rt.dev[d].uuid.bytes, prio,
+                           now, &v);
             struct cs_board_post p = {.tenant = W.tenant_id, .priority = prio,
                                       .policy = policy, .sm_limit = D->pct,
-                                      .share_ppm = ppm, .busy = ppm >= CS_WATCH_BUSY_PPM};
+                                      .share_ppm = ppm, .busy = ppm >= CS_WATCH_BUSY_PPM,
+                                      .starved = starved(d, ppm, util_mean(d), &v)};
             memcpy(p.uuid, cs_rt.dev[d].uuid.bytes, 16);
             cs__board_post(W.board, &p, now);
+        }
+        if (known) {
+            update_boost(d, util_mean(d), ppm, now);
+            update_fulfil(d, &v);
+            apply_share(d);
         }
         if (policy == CS_POLICY_FORCE) {
             __atomic_store_n(&D->engaged, 1, __ATOMIC_RELAXED);
             continue;
         }
-        struct cs_board_view v = {0};
-        if (known && W.board)
-            cs__board_view(W.board, W.tenant_id, (const uint8_t *)cs_rt.dev[d].uuid.bytes, prio,
-                           now, &v);
-        int foreign = foreign_pct(d, (int)(share_as_nvml_sees(d) / 10000));
+        int foreign = foreign_pct(d, util, (int)(share_as_nvml_sees(d) / 10000));
         bool contended;
         if (foreign < 0) {
             contended = true; /* fail closed */

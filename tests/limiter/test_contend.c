@@ -17,13 +17,28 @@
  *             spans the other tenant's queued work). Each must get its
  *             limit, and A:B must be 1:3 within 10 %: a launch is charged
  *             no more than its signature's recent contention-free time.
+ *   fulfil    A (25 %) and B (75 %), force, both GPU-bound, on a fake where
+ *             switching between the two contexts costs 200 us of device
+ *             time (FAKECUDA_CTX_SWITCH_US): B, unpaced, gets only what A
+ *             and the switches leave. With the default throughput share B
+ *             posts that it is starved and A scales its share to B's
+ *             fulfilment: A:B must be 1:3 within 10 %. The same pair with
+ *             CUSHARE_SM_SHARE=time (no fulfilment), side by side on a
+ *             second simulated GPU, shows the gap it closes.
+ *   boost     one tenant at 50 %, force, GPU-bound, on a power-capped fake
+ *             (busy 1400 W at the top clock, cap 700 W, idle 100 W): at
+ *             full load kernels run at sqrt(600/1300) = 0.679 of the top
+ *             clock, at 34 % busy at the top clock. A 50 % throughput share
+ *             is therefore 34 % of GPU time (throughput share, default);
+ *             CUSHARE_SM_SHARE=time holds 50 % of GPU time (71 % of the
+ *             full-load throughput).
  */
 #include "limiter/lim_test.h"
 
 static const char **tenant_env(const char *gpu, const char *ledger, const char *limit,
                                const char *prio)
 {
-    const char **env = calloc(12, sizeof *env);
+    const char **env = calloc(16, sizeof *env);
     int n = 0;
     env[n++] = lim_kv("FAKECUDA_STATE=%s", lim_path(gpu));
     env[n++] = "FAKECUDA_NS_PER_BLOCK=1000";
@@ -141,6 +156,123 @@ static void timeslice(void)
     CHECK(ratio >= 0.3 && ratio <= 0.3667);
 }
 
+/* Runs a 25 % + 75 % pair (force) on each of two simulated GPUs, the
+ * second pair with CUSHARE_SM_SHARE=time; extra[] adds to every tenant's
+ * environment. Fills A and B's mean shares per GPU. */
+static void pair_both_modes(const char *const *extra, double ab[2][2])
+{
+    struct fakecuda_state *g[2] = {lim_gpu("tput.state"), lim_gpu("time.state")};
+    pid_t pid[2][2];
+    for (int k = 0; k < 2; k++) {
+        for (int j = 0; j < 2; j++) {
+            const char *args[] = {"--secs", "5", "--blocks", "200", "--sync", "8", "--out",
+                                  lim_path(lim_kv("%d%d.out", k, j)), NULL};
+            const char **e = tenant_env(k ? "time.state" : "tput.state",
+                                        lim_kv("%d%d.ledger", k, j), j ? "75" : "25", NULL);
+            e[4] = "GPU_CORE_UTILIZATION_POLICY=force";
+            e[5] = lim_kv("CUSHARE_BOARD=%s", lim_path(k ? "time.board" : "tput.board"));
+            int n = 7;
+            while (e[n])
+                n++;
+            e[n++] = k ? "CUSHARE_SM_SHARE=time" : "CUSHARE_SM_SHARE=throughput";
+            for (int x = 0; extra[x]; x++)
+                e[n++] = extra[x];
+            pid[k][j] = lim_spawn(e, args);
+        }
+    }
+    static struct lim_series s[2];
+    for (int k = 0; k < 2; k++)
+        memset(&s[k], 0, sizeof s[k]);
+    /* Sample both GPUs in one loop: one sampler per GPU would serialise. */
+    const int64_t t0 = lim_now();
+    for (int w = 0; w < 24; w++) {
+        int64_t to = t0 + (int64_t)(w + 1) * 200000000ll;
+        while (lim_now() < to + 60000000ll)
+            lim_sleep_ms(5);
+        for (int k = 0; k < 2; k++) {
+            for (int j = 0; j < 2; j++)
+                s[k].share[j][w] = 100.0 *
+                                   (double)lim_busy(g[k], 0, pid[k][j], to - 200000000ll, to) / 2e8;
+            s[k].t[w] = to - t0;
+            s[k].n = w + 1;
+        }
+    }
+    for (int k = 0; k < 2; k++) {
+        for (int j = 0; j < 2; j++)
+            CHECK_EQ(lim_wait(pid[k][j]), 0);
+        printf("%s:\n", k ? "CUSHARE_SM_SHARE=time" : "throughput share (default)");
+        lim_print_series("  A (limit 25) share per 200 ms", &s[k], 0);
+        lim_print_series("  B (limit 75) share per 200 ms", &s[k], 1);
+        double sd;
+        lim_stats(&s[k], 0, 2400, 4800, &ab[k][0], &sd);
+        lim_stats(&s[k], 1, 2400, 4800, &ab[k][1], &sd);
+        printf("  A %.1f%%, B %.1f%%, A:B = %.3f\n", ab[k][0], ab[k][1],
+               ab[k][1] > 0 ? ab[k][0] / ab[k][1] : 99.0);
+    }
+}
+
+static void fulfil(void)
+{
+    const char *extra[] = {"FAKECUDA_CTX_SWITCH_US=200", NULL};
+    double ab[2][2];
+    pair_both_modes(extra, ab);
+    double tput = ab[0][0] / ab[0][1], time = ab[1][0] / ab[1][1];
+    CHECK(tput >= 0.3 && tput <= 0.3667);   /* 1:3 within 10 % */
+    CHECK_GE(time, 0.3667);                  /* what it corrects */
+    CHECK_GE(ab[0][1], ab[1][1]);            /* B gains what A gives up */
+}
+
+static void boost(void)
+{
+    struct fakecuda_state *g[2] = {lim_gpu("tput.state"), lim_gpu("time.state")};
+    pid_t pid[2];
+    for (int k = 0; k < 2; k++) {
+        const char *args[] = {"--secs", "4", "--blocks", "200", "--sync", "8", "--out",
+                              lim_path(lim_kv("%d.out", k)), NULL};
+        const char **e = tenant_env(k ? "time.state" : "tput.state", lim_kv("%d.ledger", k),
+                                    "50", NULL);
+        e[4] = "GPU_CORE_UTILIZATION_POLICY=force";
+        e[5] = lim_kv("CUSHARE_BOARD=%s", lim_path(lim_kv("%d.board", k)));
+        int n = 7;
+        while (e[n])
+            n++;
+        e[n++] = k ? "CUSHARE_SM_SHARE=time" : "CUSHARE_SM_SHARE=throughput";
+        e[n++] = "FAKECUDA_POWER_BUSY_W=1400";
+        e[n++] = "FAKECUDA_POWER_IDLE_W=100";
+        e[n++] = "FAKECUDA_POWER_CAP_W=700";
+        pid[k] = lim_spawn(e, args);
+    }
+    static struct lim_series s[2];
+    const int64_t t0 = lim_now();
+    for (int w = 0; w < 19; w++) {
+        int64_t to = t0 + (int64_t)(w + 1) * 200000000ll;
+        while (lim_now() < to + 60000000ll)
+            lim_sleep_ms(5);
+        for (int k = 0; k < 2; k++) {
+            s[k].share[0][w] = 100.0 * (double)lim_busy(g[k], 0, pid[k], to - 200000000ll, to) /
+                               2e8;
+            s[k].t[w] = to - t0;
+            s[k].n = w + 1;
+        }
+    }
+    double m[2], sd;
+    for (int k = 0; k < 2; k++) {
+        CHECK_EQ(lim_wait(pid[k]), 0);
+        lim_print_series(k ? "time share:       GPU time per 200 ms"
+                           : "throughput share: GPU time per 200 ms", &s[k], 0);
+        lim_stats(&s[k], 0, 2000, 3800, &m[k], &sd);
+    }
+    /* Below 46 % busy the fake runs at the top clock, 1/0.679 of the
+     * full-load speed; at 50 % busy at 0.961 of it. */
+    double full = sqrt(600.0 / 1300.0);
+    double t_tput = m[0] / full, t_time = m[1] * sqrt(600.0 / (m[1] / 100 * 1300)) / full;
+    printf("throughput share: %.1f%% of GPU time = %.1f%% of the full-load work (target 50)\n",
+           m[0], t_tput);
+    printf("time share:       %.1f%% of GPU time = %.1f%% of the full-load work\n", m[1], t_time);
+    CHECK_SHARE(m[0], 34, 3, 3);
+    CHECK_SHARE(m[1], 50, 3, 3);
+}
+
 int main(int argc, char **argv)
 {
     CHECK(argc == 2);
@@ -151,6 +283,10 @@ int main(int argc, char **argv)
         priority();
     else if (!strcmp(argv[1], "timeslice"))
         timeslice();
+    else if (!strcmp(argv[1], "fulfil"))
+        fulfil();
+    else if (!strcmp(argv[1], "boost"))
+        boost();
     else
         CHECK(!"unknown case");
     return 0;

@@ -30,6 +30,8 @@ struct proc {
 };
 
 static int64_t busy_until;
+static uint32_t share_pm;          /* run(): cs__law_set_share after start, 0 none */
+static int64_t ahead_ns;           /* run(): cs__law_set_ahead after start, 0 none */
 
 static void gpu_add(struct proc *p, int64_t start, int64_t end)
 {
@@ -87,6 +89,10 @@ static void run(int pct, const int64_t *k, int n, double secs, double *mean, dou
         ps[i].k = k[i];
         ps[i].t = i * 37 * US;
         cs__law_start(&ps[i].law, &vt, (uint32_t)pct, ps[i].t);
+        if (share_pm)
+            cs__law_set_share(&ps[i].law, share_pm);
+        if (ahead_ns)
+            cs__law_set_ahead(&ps[i].law, ahead_ns);
     }
     const int64_t end = (int64_t)(secs * 1000) * MS;
     for (;;) {
@@ -139,6 +145,25 @@ int main(void)
     printf("one tenant at 50%%, two processes: %.1f%% (400 us) + %.1f%% (1.5 ms) = %.1f%%, "
            "sd %.2f%s\n", m2[0], m2[1], m2[0] + m2[1], sd2, ok ? "" : "  <-- FAIL");
     failed |= !ok;
+
+    /* A share set below the limit (clock boost, fulfilment) is what the
+     * law holds; a longer run-ahead keeps the share, in longer bursts. */
+    const int64_t k200[1] = {200 * US};
+    share_pm = 4120;
+    run(50, k200, 1, 3.0, m2, &sd2);
+    ok = fabs(m2[0] - 41.2) <= 1.0;
+    printf("limit 50%%, share set to 41.20%%: %.1f%%%s\n", m2[0], ok ? "" : "  <-- FAIL");
+    failed |= !ok;
+    share_pm = 0;
+    for (int64_t a = 4 * MS; a <= 8 * MS; a += 4 * MS) {
+        ahead_ns = a;
+        run(25, k200, 1, 3.0, m2, &sd2);
+        ok = fabs(m2[0] - 25) <= 1.0 && sd2 <= 2.0;
+        printf("limit 25%%, run-ahead %lld ms: %.1f%%, sd %.2f%s\n", (long long)(a / MS), m2[0],
+               sd2, ok ? "" : "  <-- FAIL");
+        failed |= !ok;
+    }
+    ahead_ns = 0;
     CHECK(!failed);
 
     /* Credit: after a long idle period the law allows at most

@@ -62,6 +62,8 @@ static void table(void)
                             {"LIBVGPU_HOSTPID_BROKER", "1"},
                             {"CUSHARE_HAMI_SIGNALS", "1"},
                             {"CUSHARE_BOARD", "/tmp/board"},
+                            {"CUSHARE_SM_BURST_US", "4000"},
+                            {"CUSHARE_SM_SHARE", "time"},
                             {NULL, NULL}};
     CHECK_EQ(parse(&c, ok), 0);
     CHECK_EQ_U(cs__config_mem_limit(&c, 0), 8ull << 30);
@@ -74,6 +76,8 @@ static void table(void)
     CHECK(c.hostpid_broker);
     CHECK(c.hami_signals);
     CHECK_STREQ(c.board_path, "/tmp/board");
+    CHECK_EQ(c.sm_burst_us, 4000);
+    CHECK(c.sm_share_time);
 
     /* Each malformed value alone fails the whole parse. */
     const struct kv bad[][2] = {
@@ -87,6 +91,9 @@ static void table(void)
         {{"LIBVGPU_HOSTPID_BROKER", "yes"}, {NULL, NULL}},
         {{"CUSHARE_HAMI_SIGNALS", "2"}, {NULL, NULL}},
         {{"CUSHARE_BOARD", "board"}, {NULL, NULL}},
+        {{"CUSHARE_SM_BURST_US", "50"}, {NULL, NULL}},
+        {{"CUSHARE_SM_BURST_US", "4ms"}, {NULL, NULL}},
+        {{"CUSHARE_SM_SHARE", "clock"}, {NULL, NULL}},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         if (parse(&c, bad[i]) != -EINVAL) {
