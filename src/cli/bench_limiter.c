@@ -210,9 +210,16 @@ static void run_workload(struct workload *w)
 
 static void run_launchbound(double *native, double *limited)
 {
-    printf("\n== launch-bound: %s\n", B.launchbound);
-    *native = run1(B.launchbound, 0, 0, "launch-bound native run");
-    *limited = run1(B.launchbound, 1, 25, "launch-bound run at 25%");
+    /* A CPU-bound rate: noise only ever slows a run, so best of 3,
+     * alternating, as for the launch cost. */
+    printf("\n== launch-bound (best of 3, alternating): %s\n", B.launchbound);
+    *native = *limited = 0;
+    for (int rep = 0; rep < 3; rep++) {
+        double a = run1(B.launchbound, 0, 0, "launch-bound native run");
+        double b = run1(B.launchbound, 1, 25, "launch-bound run at 25%");
+        *native = a > *native ? a : *native;
+        *limited = b > *limited ? b : *limited;
+    }
     double kept = *native > 0 ? 100.0 * *limited / *native : 0;
     printf("%-22s %12.1f\n%-22s %12.1f %7.1f%% %8s", "native (no cushare)", *native,
            "--sm 25 (force)", *limited, kept, ">=97%");
