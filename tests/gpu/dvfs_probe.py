@@ -3,7 +3,7 @@
 # SM clock and board power meanwhile. Run natively and under
 # `cushare run --sm 50 --policy force`: a higher clock under the limit
 # means each kernel takes less GPU time than it did at full load.
-import subprocess, sys, threading, time, statistics, torch
+import os, subprocess, sys, threading, time, statistics, torch
 
 label = sys.argv[1] if len(sys.argv) > 1 else "run"
 a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
@@ -16,7 +16,10 @@ stop = False
 
 def sample():
     while not stop:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=clocks.sm,power.draw", "--format=csv,noheader,nounits"],
+        # the first visible device (an index; a UUID works for -i as well)
+        dev = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0] or "0"
+        out = subprocess.run(["nvidia-smi", "-i", dev, "--query-gpu=clocks.sm,power.draw",
+                              "--format=csv,noheader,nounits"],
                              capture_output=True, text=True).stdout.strip()
         if out:
             c, p = out.split(",")

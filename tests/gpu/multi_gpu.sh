@@ -30,11 +30,29 @@ if __name__ == "__main__":
     mp.spawn(work, nprocs=2)
 PY
 "$C" run --mem 2GiB,6GiB --sm 50 -- python3 /tmp/allreduce.py
+echo "== nvidia-smi inside the same slice, both orders"
+"$C" run --mem 2GiB,6GiB -- nvidia-smi --query-gpu=index,uuid,memory.total --format=csv
+CUDA_VISIBLE_DEVICES=1,0 "$C" run --mem 2GiB,6GiB -- nvidia-smi --query-gpu=index,uuid,memory.total --format=csv
 echo "== identity and limiter on physical device 1 as the first visible device"
-CUDA_VISIBLE_DEVICES=1 "$C" run --mem 4GiB --sm 25 --policy force -- python3 -c '
-import torch, time
+cat > /tmp/mm.py <<'PY'
+import sys, torch, time
 a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+for _ in range(20): a @ a
 torch.cuda.synchronize(); t = time.time(); n = 0
-while time.time() - t < 5:
-    a @ a; n += 1
-torch.cuda.synchronize(); print(f"matmuls/s at 25%: {n / (time.time() - t):.0f}")'
+while time.time() - t < 6:
+    for _ in range(4): a @ a
+    torch.cuda.synchronize(); n += 4
+print(f"{sys.argv[1]}: {n / (time.time() - t):.0f} matmuls/s on {torch.cuda.get_device_name()}")
+PY
+CUDA_VISIBLE_DEVICES=1 python3 /tmp/mm.py "native, physical 1"
+L=/tmp/mg.ledger; rm -f "$L"
+CUDA_VISIBLE_DEVICES=1 "$C" run --ledger "$L" --mem 4GiB --sm 25 --policy force -- python3 /tmp/mm.py "cushare --sm 25, physical 1" &
+job=$!
+for _ in $(seq 40); do [ -e "$L" ] && break; sleep 0.5; done  # torch imports first
+sleep 2; "$C" status "$L"; nvidia-smi --query-compute-apps=pid,gpu_uuid,used_memory --format=csv
+wait "$job"
+echo "== the limiter on device 1 while device 0 runs unlimited in another tenant"
+CUDA_VISIBLE_DEVICES=0 python3 /tmp/mm.py "native, physical 0 (concurrent)" &
+n0=$!
+CUDA_VISIBLE_DEVICES=1,0 "$C" run --mem 4GiB,4GiB --sm 50,100 --policy force -- python3 /tmp/mm.py "cushare --sm 50 on visible 0 = physical 1"
+wait "$n0"
