@@ -500,7 +500,8 @@ uint64_t fc_busy_in_window(int dev, int pid, uint64_t from, uint64_t to)
  *     c = min(1, sqrt((CAP - IDLE) / (D * (BUSY - IDLE))))
  * (1 when BUSY <= IDLE or BUSY <= CAP; never below FC_CLOCK_MIN). Compute
  * work enqueued at clock c lasts nominal / c. Reported power is
- * IDLE + D1s * (BUSY - IDLE) * c^2, D1s the busy share of the last second. */
+ * IDLE + D1s * (BUSY - IDLE) * c1s^2, D1s the busy share of the last second
+ * and c1s the clock that duty allows (NVML's power is a 1 s average). */
 
 #define FC_CLOCK_MIN 0.1
 #define FC_POWER_WINDOW_NS 1000000000ULL /* NVML's power is a 1 s average */
@@ -565,7 +566,10 @@ uint64_t fc_power_mw(int dev)
     double dyn = (double)fc_cfg.power_busy_w - idle;
     if (!power_model_on() || dyn <= 0)
         return fc_cfg.power_idle_w * 1000;
+    /* The clock over the same second as the duty (not the instant's,
+     * which a short stall can reset): the controller holds the average
+     * at the cap, so this is min(CAP, IDLE + D1s * (BUSY - IDLE)). */
     double d = busy_share(dev, FC_POWER_WINDOW_NS, fc_now_ns());
-    double c = fc_clock_rel(dev);
+    double c = clock_of_duty(d);
     return (uint64_t)((idle + d * dyn * c * c) * 1000.0 + 0.5);
 }
