@@ -5,7 +5,8 @@
 # every few kernels, then sleep P-D). Prints throughput as a share of the
 # unlimited rate with the SM clock and power seen meanwhile.
 #   python3 tests/gpu/dvfs_period.py [SECONDS]
-import subprocess, sys, threading, time, statistics, torch
+import sys, time, torch
+from smi_sampler import sampled
 
 secs = float(sys.argv[1]) if len(sys.argv) > 1 else 3.0
 a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
@@ -13,28 +14,6 @@ b = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
 for _ in range(50):
     a @ b
 torch.cuda.synchronize()
-
-
-def sampled(fn):
-    samples, stop = [], [False]
-
-    def sample():
-        while not stop[0]:
-            out = subprocess.run(["nvidia-smi", "-i", "0", "--query-gpu=clocks.sm,power.draw",
-                                  "--format=csv,noheader,nounits"],
-                                 capture_output=True, text=True).stdout.strip()
-            if out:
-                c, p = out.split(",")
-                samples.append((float(c), float(p)))
-            time.sleep(0.2)
-    t = threading.Thread(target=sample)
-    t.start()
-    rate = fn()
-    stop[0] = True
-    t.join()
-    clk = statistics.median(c for c, _ in samples) if samples else float("nan")
-    pw = statistics.median(p for _, p in samples) if samples else float("nan")
-    return rate, clk, pw
 
 
 def run(duty, period_ms):

@@ -151,29 +151,43 @@ struct lim_series {
 };
 
 /* Samples windows of `win_ms` every `win_ms` for `total_ms`, each window
- * ending `lag_ms` in the past (work is scheduled ahead of time). */
-static inline void lim_sample(struct fakecuda_state *s, int d, const pid_t *pids, int npids,
-                              double total_ms, double win_ms, double lag_ms,
-                              struct lim_series *out)
+ * ending `lag_ms` in the past (work is scheduled ahead of time), on
+ * device d of `ngpus` simulated GPUs at once: series out[g] holds the
+ * shares of pids[g * npids + k] on gpus[g]. */
+static inline void lim_sample_gpus(struct fakecuda_state *const *gpus, int ngpus, int d,
+                                   const pid_t *pids, int npids, double total_ms, double win_ms,
+                                   double lag_ms, struct lim_series *out)
 {
-    memset(out, 0, sizeof *out);
+    for (int g = 0; g < ngpus; g++)
+        memset(&out[g], 0, sizeof out[g]);
     const int64_t t0 = lim_now();
     const int64_t win = (int64_t)(win_ms * 1e6), lag = (int64_t)(lag_ms * 1e6);
     int64_t next = t0 + win + lag;
-    while (next - t0 <= (int64_t)(total_ms * 1e6) && out->n < LIM_MAXW) {
+    while (next - t0 <= (int64_t)(total_ms * 1e6) && out[0].n < LIM_MAXW) {
         int64_t now = lim_now();
         if (now < next) {
             lim_sleep_ms((double)(next - now) / 1e6);
             continue;
         }
         int64_t to = next - lag, from = to - win;
-        for (int k = 0; k < npids && k < 8; k++)
-            out->share[k][out->n] = 100.0 * (double)lim_busy(s, d, pids[k], from, to) /
+        for (int g = 0; g < ngpus; g++) {
+            struct lim_series *o = &out[g];
+            for (int k = 0; k < npids && k < 8; k++)
+                o->share[k][o->n] = 100.0 *
+                                    (double)lim_busy(gpus[g], d, pids[g * npids + k], from, to) /
                                     (double)win;
-        out->t[out->n] = to - t0;
-        out->n++;
+            o->t[o->n] = to - t0;
+            o->n++;
+        }
         next += win;
     }
+}
+
+static inline void lim_sample(struct fakecuda_state *s, int d, const pid_t *pids, int npids,
+                              double total_ms, double win_ms, double lag_ms,
+                              struct lim_series *out)
+{
+    lim_sample_gpus(&s, 1, d, pids, npids, total_ms, win_ms, lag_ms, out);
 }
 
 /* Mean and standard deviation of series k over windows ending in

@@ -181,22 +181,7 @@ static void pair_both_modes(const char *const *extra, double ab[2][2])
         }
     }
     static struct lim_series s[2];
-    for (int k = 0; k < 2; k++)
-        memset(&s[k], 0, sizeof s[k]);
-    /* Sample both GPUs in one loop: one sampler per GPU would serialise. */
-    const int64_t t0 = lim_now();
-    for (int w = 0; w < 24; w++) {
-        int64_t to = t0 + (int64_t)(w + 1) * 200000000ll;
-        while (lim_now() < to + 60000000ll)
-            lim_sleep_ms(5);
-        for (int k = 0; k < 2; k++) {
-            for (int j = 0; j < 2; j++)
-                s[k].share[j][w] = 100.0 *
-                                   (double)lim_busy(g[k], 0, pid[k][j], to - 200000000ll, to) / 2e8;
-            s[k].t[w] = to - t0;
-            s[k].n = w + 1;
-        }
-    }
+    lim_sample_gpus(g, 2, 0, &pid[0][0], 2, 4860, 200, 60, s);
     for (int k = 0; k < 2; k++) {
         for (int j = 0; j < 2; j++)
             CHECK_EQ(lim_wait(pid[k][j]), 0);
@@ -243,18 +228,7 @@ static void boost(void)
         pid[k] = lim_spawn(e, args);
     }
     static struct lim_series s[2];
-    const int64_t t0 = lim_now();
-    for (int w = 0; w < 19; w++) {
-        int64_t to = t0 + (int64_t)(w + 1) * 200000000ll;
-        while (lim_now() < to + 60000000ll)
-            lim_sleep_ms(5);
-        for (int k = 0; k < 2; k++) {
-            s[k].share[0][w] = 100.0 * (double)lim_busy(g[k], 0, pid[k], to - 200000000ll, to) /
-                               2e8;
-            s[k].t[w] = to - t0;
-            s[k].n = w + 1;
-        }
-    }
+    lim_sample_gpus(g, 2, 0, pid, 1, 3860, 200, 60, s);
     double m[2], sd;
     for (int k = 0; k < 2; k++) {
         CHECK_EQ(lim_wait(pid[k]), 0);
