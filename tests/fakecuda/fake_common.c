@@ -473,23 +473,7 @@ uint64_t fc_schedule(int dev, uint64_t not_before, uint64_t dur)
 
 uint64_t fc_busy_in_window(int dev, int pid, uint64_t from, uint64_t to)
 {
-    struct fakecuda_device *D = &fc_S->dev[dev];
-    uint64_t sum = 0;
-    fakecuda_lock(&D->lock);
-    uint64_t h = D->ring_head;
-    for (uint64_t n = 0; n < FAKECUDA_RING && n < h; n++) {
-        const struct fakecuda_interval *iv = &D->ring[(h - 1 - n) % FAKECUDA_RING];
-        if (iv->end_ns <= from)
-            break;
-        if (pid && iv->pid != pid)
-            continue;
-        uint64_t s = iv->start_ns > from ? iv->start_ns : from;
-        uint64_t e = iv->end_ns < to ? iv->end_ns : to;
-        if (e > s)
-            sum += e - s;
-    }
-    fakecuda_unlock(&D->lock);
-    return sum;
+    return fakecuda_busy_in_window(fc_S, dev, pid, from, to);
 }
 
 /* ---- power and DVFS ------------------------------------------------------

@@ -222,6 +222,32 @@ static inline void fakecuda_unlock(pthread_mutex_t *m)
     pthread_mutex_unlock(m);
 }
 
+/* Busy time of device `dev`'s timeline in [from, to) (CLOCK_MONOTONIC ns):
+ * of process `pid`, or of everything (context switches included) when pid
+ * is 0. Reads the recent-interval ring, so only the last FAKECUDA_RING
+ * intervals count. */
+static inline uint64_t fakecuda_busy_in_window(struct fakecuda_state *s, int dev, int pid,
+                                               uint64_t from, uint64_t to)
+{
+    struct fakecuda_device *D = &s->dev[dev];
+    uint64_t sum = 0;
+    fakecuda_lock(&D->lock);
+    uint64_t h = D->ring_head;
+    for (uint64_t n = 0; n < FAKECUDA_RING && n < h; n++) {
+        const struct fakecuda_interval *iv = &D->ring[(h - 1 - n) % FAKECUDA_RING];
+        if (iv->end_ns <= from)
+            break;
+        if (pid && iv->pid != pid)
+            continue;
+        uint64_t a = iv->start_ns > from ? iv->start_ns : from;
+        uint64_t b = iv->end_ns < to ? iv->end_ns : to;
+        if (b > a)
+            sum += b - a;
+    }
+    fakecuda_unlock(&D->lock);
+    return sum;
+}
+
 /* ---- creation ----------------------------------------------------------- */
 
 /* "16g", "512M", "1048576", "4GiB": binary suffixes k, m, g, t. 0 if bad. */

@@ -123,23 +123,8 @@ static inline int lim_shell(const char *fmt, ...)
 /* Busy ns of `pid` (0: anyone) on device d of the fake in [from, to). */
 static inline uint64_t lim_busy(struct fakecuda_state *s, int d, int pid, int64_t from, int64_t to)
 {
-    struct fakecuda_device *D = &s->dev[d];
-    uint64_t sum = 0;
-    fakecuda_lock(&D->lock);
-    uint64_t h = D->ring_head;
-    for (uint64_t n = 0; n < FAKECUDA_RING && n < h; n++) {
-        const struct fakecuda_interval *iv = &D->ring[(h - 1 - n) % FAKECUDA_RING];
-        if ((int64_t)iv->end_ns <= from)
-            break;
-        if (pid && iv->pid != pid)
-            continue;
-        int64_t a = (int64_t)iv->start_ns > from ? (int64_t)iv->start_ns : from;
-        int64_t b = (int64_t)iv->end_ns < to ? (int64_t)iv->end_ns : to;
-        if (b > a)
-            sum += (uint64_t)(b - a);
-    }
-    fakecuda_unlock(&D->lock);
-    return sum;
+    return fakecuda_busy_in_window(s, d, pid, from > 0 ? (uint64_t)from : 0,
+                                   to > 0 ? (uint64_t)to : 0);
 }
 
 /* Per-window shares of up to 8 pids on one device, sampled live. */
