@@ -332,12 +332,21 @@ static int64_t sig_min(const struct cs_lim_sig *e)
     return e->min_cur;
 }
 
+/* Work of a launch measured or charged `charged`: at most its signature's
+ * minimum when that is known. */
+static int64_t sig_work(struct cs_lim_dev *D, uint64_t key, int64_t charged)
+{
+    const struct cs_lim_sig *e = key ? sig_slot(D, key) : NULL;
+    int64_t mn = e && e->key == key ? sig_min(e) : 0;
+    return mn > 0 && mn < charged ? mn : charged;
+}
+
 /* Also stores in *work what the launch did: its measurement, at most the
  * signature's minimum (without slack). Throughput, unlike time, is not
  * inflated by a co-tenant's slices or a cold cache after a switch. */
 static int64_t sig_charge(struct cs_lim_dev *D, uint64_t key, int64_t ns, int64_t *work)
 {
-    *work = ns;
+    *work = sig_work(D, key, ns);
     if (!key)
         return ns;
     struct cs_lim_sig *e = sig_slot(D, key);
@@ -348,8 +357,6 @@ static int64_t sig_charge(struct cs_lim_dev *D, uint64_t key, int64_t ns, int64_
     int64_t mn = sig_min(e), charged = ns;
     if (mn > 0 && charged > mn + mn * CS_LIM_SIG_SLACK_PCT / 100)
         charged = mn + mn * CS_LIM_SIG_SLACK_PCT / 100;
-    if (mn > 0 && ns > mn)
-        *work = mn;
     if (e->n >= CS_LIM_SIG_WINDOW) {
         e->min_prev = e->min_cur;
         e->min_cur = 0;
@@ -367,15 +374,6 @@ static int64_t sig_estimate(struct cs_lim_dev *D, uint64_t key)
 {
     const struct cs_lim_sig *e = key ? sig_slot(D, key) : NULL;
     return e && e->key == key ? e->charged : 0;
-}
-
-/* Work of an unmeasured launch charged `charged`: its signature's minimum
- * when known. */
-static int64_t sig_work(struct cs_lim_dev *D, uint64_t key, int64_t charged)
-{
-    const struct cs_lim_sig *e = key ? sig_slot(D, key) : NULL;
-    int64_t mn = e && e->key == key ? sig_min(e) : 0;
-    return mn > 0 && mn < charged ? mn : charged;
 }
 
 /* Harvests one stream; adds the estimates of what it measured to *est_done. */

@@ -91,18 +91,19 @@ static struct {
         double idle_w;           /* lowest board power seen */
         unsigned cap_mw;         /* enforced power limit, 0 unknown */
         int64_t cap_read_ns;
-        int8_t util[CS_WATCH_WINDOW]; /* NVML utilisation per tick, -1 unknown */
-        uint64_t slept[CS_WATCH_WINDOW]; /* D->sleep_ns per tick */
         uint32_t logged_pm;      /* share last logged */
     } dev[CS_MAX_DEVICES];
-    /* Tenant GPU time per tick, for the share over the last second. */
+    /* One entry per tick, the last second and one more: the tenant's GPU
+     * time, this process's charged time, work and pacing sleep (counters
+     * of limiter.c; differences give the last second's), and NVML's
+     * utilisation of limited devices (-1 unknown). */
     int64_t t[CS_WATCH_WINDOW + 1];
     uint64_t total[CS_WATCH_WINDOW + 1][CS_MAX_DEVICES];
-    /* This process's charged GPU time and work (limiter.c) per tick. */
     uint64_t own[CS_WATCH_WINDOW + 1][CS_MAX_DEVICES];
     uint64_t work[CS_WATCH_WINDOW + 1][CS_MAX_DEVICES];
+    uint64_t slept[CS_WATCH_WINDOW + 1][CS_MAX_DEVICES];
+    int8_t util[CS_WATCH_WINDOW + 1][CS_MAX_DEVICES];
     int ring_n, ring_head;
-    uint64_t ticks;              /* ticks so far: index of the per-device rings */
 } W;
 
 void cs__watch_atfork_child(void)
@@ -258,21 +259,36 @@ static uint64_t tenant_total(int d)
     return cs__tenant_others(d) + __atomic_load_n(&cs__lim_devs[d].own_total, __ATOMIC_RELAXED);
 }
 
+/* The ring entry `back` ticks before the newest one. */
+static int ring_at(int back)
+{
+    const int R = CS_WATCH_WINDOW + 1;
+    return (W.ring_head - 1 - back + 2 * R) % R;
+}
+
+/* How many ticks back the ring covers, at most `ticks`. */
+static int ring_span(int ticks)
+{
+    return ticks < W.ring_n - 1 ? ticks : W.ring_n - 1;
+}
+
+/* Growth of counter a of device d over the last `ticks` ticks. */
+static uint64_t ring_delta(const uint64_t a[][CS_MAX_DEVICES], int d, int ticks)
+{
+    ticks = ring_span(ticks);
+    return ticks < 1 ? 0 : a[ring_at(0)][d] - a[ring_at(ticks)][d];
+}
+
 /* Tenant share of device d over the last `ticks` ticks, in ppm. */
 static uint32_t share_over(int d, int ticks)
 {
-    const int R = CS_WATCH_WINDOW + 1;
-    if (ticks > W.ring_n - 1)
-        ticks = W.ring_n - 1;
+    ticks = ring_span(ticks);
     if (ticks < 1)
         return 0;
-    int newest = (W.ring_head - 1 + R) % R;
-    int oldest = (W.ring_head - 1 - ticks + 2 * R) % R;
-    int64_t dt = W.t[newest] - W.t[oldest];
+    int64_t dt = W.t[ring_at(0)] - W.t[ring_at(ticks)];
     if (dt <= 0)
         return 0;
-    uint64_t g = W.total[newest][d] - W.total[oldest][d];
-    uint64_t ppm = g * 1000000ull / (uint64_t)dt;
+    uint64_t ppm = ring_delta(W.total, d, ticks) * 1000000ull / (uint64_t)dt;
     return ppm > 1000000 ? 1000000 : (uint32_t)ppm;
 }
 
@@ -284,13 +300,8 @@ static uint32_t share_over(int d, int ticks)
 static uint32_t work_share(int d)
 {
     uint32_t ppm = share_over(d, CS_WATCH_WINDOW);
-    const int R = CS_WATCH_WINDOW + 1;
-    if (W.ring_n < 2)
-        return ppm;
-    int newest = (W.ring_head - 1 + R) % R;
-    int oldest = (W.ring_head - W.ring_n + R) % R;
-    uint64_t own = W.own[newest][d] - W.own[oldest][d];
-    uint64_t work = W.work[newest][d] - W.work[oldest][d];
+    uint64_t own = ring_delta(W.own, d, CS_WATCH_WINDOW);
+    uint64_t work = ring_delta(W.work, d, CS_WATCH_WINDOW);
     if (!own || work >= own)
         return ppm;
     return (uint32_t)((uint64_t)ppm * work / own);
@@ -320,6 +331,8 @@ static void record_totals(int64_t now)
         W.total[i][d] = tenant_total(d);
         W.own[i][d] = __atomic_load_n(&cs__lim_devs[d].own_total, __ATOMIC_RELAXED);
         W.work[i][d] = __atomic_load_n(&cs__lim_devs[d].own_work, __ATOMIC_RELAXED);
+        W.slept[i][d] = __atomic_load_n(&cs__lim_devs[d].sleep_ns, __ATOMIC_RELAXED);
+        W.util[i][d] = -1; /* the device loop of the tick fills it in */
     }
     W.ring_head = (W.ring_head + 1) % (CS_WATCH_WINDOW + 1);
     if (W.ring_n < CS_WATCH_WINDOW + 1)
@@ -414,38 +427,19 @@ static void update_fulfil(int d, const struct cs_board_view *v)
     w->fulfil += (target - w->fulfil) * step;
 }
 
-/* The tick's NVML utilisation and pacing sleep go into rings of one
- * second, the window NVML averages board power over. */
-static void record_tick(int d, int util)
-{
-    __typeof__(W.dev[0]) *w = &W.dev[d];
-    int i = (int)(W.ticks % CS_WATCH_WINDOW);
-    w->util[i] = (int8_t)util;
-    w->slept[i] = __atomic_load_n(&cs__lim_devs[d].sleep_ns, __ATOMIC_RELAXED);
-}
-
-/* Mean NVML utilisation over the last second, -1 when unknown. */
+/* Mean NVML utilisation of device d over the last second (the window
+ * NVML averages board power over), -1 when unknown. */
 static int util_mean(int d)
 {
     int sum = 0, n = 0;
-    for (int i = 0; i < CS_WATCH_WINDOW && (uint64_t)i <= W.ticks; i++)
-        if (W.dev[d].util[i] >= 0) {
-            sum += W.dev[d].util[i];
+    for (int k = 0; k < CS_WATCH_WINDOW && k < W.ring_n; k++) {
+        int u = W.util[ring_at(k)][d];
+        if (u >= 0) {
+            sum += u;
             n++;
         }
+    }
     return n ? sum / n : -1;
-}
-
-/* Time pacing slept over the last second. */
-static uint64_t slept_last_second(int d)
-{
-    const uint64_t *r = W.dev[d].slept;
-    int newest = (int)(W.ticks % CS_WATCH_WINDOW);
-    uint64_t lo = r[newest];
-    for (int i = 0; i < CS_WATCH_WINDOW && (uint64_t)i <= W.ticks; i++)
-        if (r[i] < lo)
-            lo = r[i];
-    return r[newest] - lo;
 }
 
 /* Starved: under its limit, (almost) never held back by its pacer in the
@@ -456,7 +450,7 @@ static bool starved(int d, uint32_t ppm, int util, const struct cs_board_view *v
 {
     const struct cs_lim_dev *D = &cs__lim_devs[d];
     bool under = (uint64_t)ppm * 100 < (uint64_t)D->pct * 10000 * CS_WATCH_STARVED_PCT;
-    bool unpaced = slept_last_second(d) * 100 <
+    bool unpaced = ring_delta(W.slept, d, CS_WATCH_WINDOW) * 100 <
                    (uint64_t)CS_WATCH_WINDOW * CS_LIM_TICK_NS * CS_WATCH_UNPACED_PCT;
     bool saturated = util >= CS_WATCH_SATURATED_PCT &&
                      (uint64_t)ppm + v->busy_share_ppm >= CS_WATCH_BOARD_SATURATED_PCT * 10000ull;
@@ -479,7 +473,6 @@ static void apply_share(int d)
 
 static void tick(int64_t now)
 {
-    W.ticks++;
     const struct cs_ledger_header *h = cs_rt.ledger.hdr;
     uint32_t policy = __atomic_load_n(&h->policy, __ATOMIC_RELAXED);
     int32_t prio = __atomic_load_n(&h->priority, __ATOMIC_RELAXED);
@@ -503,8 +496,9 @@ static void tick(int64_t now)
             continue;
         uint32_t ppm = work_share(d);
         bool known = cs_rt.dev[d].known;
-        int util = known ? device_util(d) : -1;
-        record_tick(d, util);
+        int util_now = known ? device_util(d) : -1;
+        W.util[ring_at(0)][d] = (int8_t)util_now;
+        int util = util_mean(d); /* over the second board power averages */
         struct cs_board_view v = {.starved_fulfil_ppm = 1000000};
         if (known && W.board) {
             cs__board_view(W.board, W.tenant_id, (const uint8_t *)cs_rt.dev[d].uuid.bytes, prio,
@@ -512,12 +506,12 @@ static void tick(int64_t now)
             struct cs_board_post p = {.tenant = W.tenant_id, .priority = prio,
                                       .policy = policy, .sm_limit = D->pct,
                                       .share_ppm = ppm, .busy = ppm >= CS_WATCH_BUSY_PPM,
-                                      .starved = starved(d, ppm, util_mean(d), &v)};
+                                      .starved = starved(d, ppm, util, &v)};
             memcpy(p.uuid, cs_rt.dev[d].uuid.bytes, 16);
             cs__board_post(W.board, &p, now);
         }
         if (known) {
-            update_boost(d, util_mean(d), ppm, now);
+            update_boost(d, util, ppm, now);
             update_fulfil(d, &v);
             apply_share(d);
         }
@@ -525,7 +519,7 @@ static void tick(int64_t now)
             __atomic_store_n(&D->engaged, 1, __ATOMIC_RELAXED);
             continue;
         }
-        int foreign = foreign_pct(d, util, (int)(share_as_nvml_sees(d) / 10000));
+        int foreign = foreign_pct(d, util_now, (int)(share_as_nvml_sees(d) / 10000));
         bool contended;
         if (foreign < 0) {
             contended = true; /* fail closed */
