@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "core/path.h"
 
 int cs_cli_usage_error(const char *cmd, const char *fmt, ...)
 {
@@ -26,13 +27,12 @@ const char *cs_cli_self_dir(void)
 {
     static char dir[PATH_MAX];
     if (!dir[0]) {
-        ssize_t n = readlink("/proc/self/exe", dir, sizeof dir - 1);
+        char exe[PATH_MAX];
+        ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
         if (n <= 0)
             return ".";
-        dir[n] = '\0';
-        char *slash = strrchr(dir, '/');
-        if (slash)
-            *slash = '\0';
+        exe[n] = '\0';
+        cs__path_dir(exe, dir, sizeof dir, NULL);
     }
     return dir;
 }

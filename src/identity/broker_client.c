@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "core/log.h"
+#include "core/path.h"
 #include "identity/stream.h"
 
 #define SUN_PATH_MAX (sizeof(((struct sockaddr_un *)0)->sun_path))
@@ -77,10 +78,7 @@ static int check_socket(const char *path)
 static int check_trust(const char *path)
 {
     char dir[SUN_PATH_MAX];
-    const char *slash = strrchr(path, '/');
-    size_t dlen = slash == path ? 1 : (size_t)(slash - path);
-    memcpy(dir, path, dlen);
-    dir[dlen] = '\0';
+    cs__path_dir(path, dir, sizeof dir, NULL);
     int rc = check_dir(dir);
     return rc ? rc : check_socket(path);
 }

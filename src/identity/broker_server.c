@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "core/log.h"
+#include "core/path.h"
 #include "identity/stream.h"
 
 #define SUN_PATH_MAX (sizeof(((struct sockaddr_un *)0)->sun_path))
@@ -89,13 +90,12 @@ static uint64_t load(const uint64_t *p)
 
 /* --- directory and socket setup ---------------------------------------- */
 
-static int split_dir(const char *path, char *dir)
+static int split_dir(const char *path, char *dir, size_t dirsz)
 {
-    const char *slash = strrchr(path, '/');
-    if (!slash || slash == path || !slash[1])
+    const char *base;
+    cs__path_dir(path, dir, dirsz, &base);
+    if (base == path || base == path + 1 || !*base)
         return -EINVAL;                 /* need /dir/name */
-    memcpy(dir, path, (size_t)(slash - path));
-    dir[slash - path] = '\0';
     return 0;
 }
 
@@ -643,7 +643,7 @@ int cs__broker_server_open(const struct cs_broker_server_config *cfg,
         return -EINVAL;
     int rc = validate_config(cfg, &path, &handlers);
     if (!rc)
-        rc = split_dir(path, dir);
+        rc = split_dir(path, dir, sizeof dir);
     if (rc)
         return rc;
     struct cs_broker_server *s = alloc_server(cfg, path, handlers);

@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "core/log.h"
+#include "core/path.h"
 
 #define SUBSYS "ledger"
 
@@ -119,21 +120,6 @@ static int fill_temp(int fd, const struct cs_ledger_header *h, const char *path)
     return 0;
 }
 
-static void split_path(const char *path, char *dir, size_t dirsz, const char **base)
-{
-    const char *slash = strrchr(path, '/');
-    if (!slash) {
-        snprintf(dir, dirsz, ".");
-        *base = path;
-    } else if (slash == path) {
-        snprintf(dir, dirsz, "/");
-        *base = slash + 1;
-    } else {
-        snprintf(dir, dirsz, "%.*s", (int)(slash - path), path);
-        *base = slash + 1;
-    }
-}
-
 static int dir_error(const char *path, const char *dir, int e)
 {
     if (e == ENOENT || e == ENOTDIR)
@@ -191,7 +177,7 @@ static int create_file(const char *path, const struct cs_ledger_params *p, int *
 {
     char dir[PATH_MAX];
     const char *base;
-    split_path(path, dir, sizeof dir, &base);
+    cs__path_dir(path, dir, sizeof dir, &base);
 
     struct cs_ledger_header h;
     build_header(&h, p);

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "core/log.h"
+#include "core/path.h"
 
 #define SUBSYS "limiter"
 
@@ -43,13 +44,7 @@ static void init_header(struct cs_board_header *h)
 static int create(const char *path)
 {
     char dir[PATH_MAX];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (!slash)
-        return -EINVAL;
-    *slash = slash == dir ? '/' : '\0';
-    if (slash == dir)
-        slash[1] = '\0';
+    cs__path_dir(path, dir, sizeof dir, NULL);
     int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
     if (fd < 0)
         return -errno;
@@ -76,11 +71,7 @@ static int create(const char *path)
 static int make_parent(const char *path)
 {
     char dir[PATH_MAX];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (!slash || slash == dir)
-        return -EINVAL;
-    *slash = '\0';
+    cs__path_dir(path, dir, sizeof dir, NULL);
     if (mkdir(dir, 0700) == 0) {
         if (chmod(dir, 01777))
             return -errno;
