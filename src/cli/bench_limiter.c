@@ -95,10 +95,14 @@ static void prefix(char *out, size_t n, int cushare, int pct)
 
 static FILE *start(const char *cmd, int cushare, int pct, long long start_mono)
 {
-    char pre[PATH_MAX + 64], line[4096];
+    char pre[PATH_MAX + 64], line[2 * PATH_MAX + 256];
     prefix(pre, sizeof pre, cushare, pct);
     int n = snprintf(line, sizeof line, "%s %s --secs %g --warmup %g", pre, cmd, B.secs,
                      B.warmup);
+    if (n < 0 || (size_t)n >= sizeof line - 64) {
+        fprintf(stderr, "cushare: bench limiter: the workload command is too long: %s\n", cmd);
+        return NULL;
+    }
     if (start_mono)
         snprintf(line + n, sizeof line - (size_t)n, " --start-mono %lld", start_mono);
     fflush(stdout);

@@ -258,6 +258,24 @@ static void ctx_lost(struct cs_lim_dev *D, struct cs_lim_ctx *cx)
             (int)(D - cs__lim_devs));
 }
 
+void cs__limiter_ctx_gone(CUcontext ctx)
+{
+    if (!ctx || !__atomic_load_n(&arm_decided, __ATOMIC_ACQUIRE))
+        return;
+    pthread_mutex_lock(&ctx_mu);
+    for (int i = 0; i < CS_LIM_CTXS; i++) {
+        struct cs_lim_ctx *cx = &ctxs[i];
+        if (__atomic_load_n(&cx->ctx, __ATOMIC_ACQUIRE) != ctx)
+            continue;
+        struct cs_lim_dev *D = &cs__lim_devs[cx->dev];
+        pthread_mutex_lock(&D->mu);
+        ctx_lost(D, cx);
+        __atomic_store_n(&cx->ctx, NULL, __ATOMIC_RELEASE);
+        pthread_mutex_unlock(&D->mu);
+    }
+    pthread_mutex_unlock(&ctx_mu);
+}
+
 static CUresult record(CUevent ev, CUstream rec)
 {
     CS_LIM_STAT_ADD(markers, 1);

@@ -55,6 +55,13 @@ void cs__limiter_pace(struct cs_lim_ticket *t, CUstream stream, enum cs_lim_path
                       uint64_t sig);
 void cs__limiter_measure(struct cs_lim_ticket *t, CUresult launched);
 
+/* A context of this process is gone (destroyed, or a primary context
+ * reset or released for the last time): the limiter forgets it and its
+ * events without calling the driver on them, so its table entry can hold
+ * the next context. Called by the context wrappers after the driver
+ * succeeded. */
+void cs__limiter_ctx_gone(CUcontext ctx);
+
 /* Signature of a launch (docs/limiter.md, "Charging the contention-free
  * time"): what makes two launches take the same GPU time, hashed. Only
  * computed on the slow path. Never 0. */
