@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Issue 10 acceptance on a real GPU (one H200 is enough):
+#   tests/gpu/issue10/run.sh BUILD_DIR OUT_DIR [STEP...]
+# Steps (default: all, in this order): capture_share ctx_budget3 ctx_kill24
+# memcpy_interference demo3 — what each checks: tests/gpu/issue10/steps.py.
+# Every step runs under `timeout` (STEP_TIMEOUT, default 200 s; demo3 260 s),
+# writes OUT/<step>.log (+ OUT/<step>/ sub-run logs) and one line to
+# OUT/summary.txt; the compact report of each step and summary.txt are
+# printed at the end. ~4-5 minutes for all steps on an H200.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=tests/gpu/common.sh
+. "$here/../common.sh"
+if [ $# -lt 2 ]; then
+    sed -n '2,10p' "$0"
+    exit 2
+fi
+B=$(mkdir -p "$1" && cd "$1" && pwd)
+OUT=$(mkdir -p "$2" && cd "$2" && pwd)
+shift 2
+steps=${*:-capture_share ctx_budget3 ctx_kill24 memcpy_interference demo3}
+export PYTHONUNBUFFERED=1
+cd "$GPU_ROOT" || exit 1
+
+echo "== build ($B)"
+gpu_build "$B" "$OUT/build.log" libcushare cushare_cli limiter_workload || exit 1
+if ! gcc -O2 -Wall -I"$CUDA_HOME/include" "$here/ctx_hold.c" -o "$B/ctx_hold" \
+        -L"$CUDA_HOME/lib64/stubs" -lcuda >> "$OUT/build.log" 2>&1; then
+    echo "build: ctx_hold.c failed (log $OUT/build.log)"
+    tail -10 "$OUT/build.log"
+fi
+{ date -u; nvidia-smi -L; git log --oneline -1 2> /dev/null; } > "$OUT/env.txt" 2>&1
+
+: > "$OUT/summary.txt"
+for step in $steps; do
+    limit=${STEP_TIMEOUT:-200}
+    [ "$step" = demo3 ] && limit=${DEMO_TIMEOUT:-260}
+    echo "== $step (limit ${limit} s, log $OUT/$step.log)"
+    start=$(date +%s)
+    timeout -k 10 "$limit" python3 "$here/steps.py" "$step" "$B" "$OUT" > "$OUT/$step.log" 2>&1
+    rc=$?
+    line=$(grep '^SUMMARY ' "$OUT/$step.log" | tail -1 | cut -d' ' -f2-)
+    if [ -z "$line" ]; then
+        why="exit $rc"
+        [ $rc = 124 ] || [ $rc = 137 ] && why="timed out after ${limit} s"
+        line="$step FAIL: no summary ($why; see $step.log) [$(($(date +%s) - start)) s]"
+    fi
+    echo "$line" >> "$OUT/summary.txt"
+    grep '^» ' "$OUT/$step.log" | cut -c1-400
+done
+echo
+echo "== summary ($OUT/summary.txt)"
+cat "$OUT/summary.txt"
+! grep -q '^[a-z0-9_]* FAIL' "$OUT/summary.txt"
