@@ -7,8 +7,9 @@
 # under `cushare run`, --mem M, --sm S --policy force and both.
 # Writes OUT/matrix.csv, OUT/compat.md, OUT/logs/ (one log per run),
 # OUT/build.log; results of earlier invocations in OUT are kept (merged).
-# Environment: BUDGET_S (default 540) seconds this invocation may take:
-# runs that would end later are recorded as skipped; CACHE_DIR (default
+# Environment: BUDGET_S (default 500) seconds this invocation may take:
+# runs that would end later are recorded as skipped (so one invocation fits
+# a 10-minute command, build included); CACHE_DIR (default
 # OUT/cache) for the inductor/Triton/CuPy caches the configurations share.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -21,7 +22,7 @@ fi
 B=$(mkdir -p "$1" && cd "$1" && pwd)
 OUT=$(mkdir -p "$2" && cd "$2" && pwd)
 shift 2
-MATRIX_DEADLINE=$(($(date +%s) + ${BUDGET_S:-540}))
+MATRIX_DEADLINE=$(($(date +%s) + ${BUDGET_S:-500}))
 export MATRIX_DEADLINE PYTHONUNBUFFERED=1
 cd "$GPU_ROOT" || exit 1
 
