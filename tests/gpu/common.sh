@@ -1,6 +1,6 @@
 # shellcheck shell=bash
 # Shell helpers of the GPU scripts (sourced by tests/gpu/workloads/run.sh and
-# tests/gpu/issue10/run.sh): build, GPU count, a private MPS daemon.
+# tests/gpu/issue10/run.sh): build, a private MPS daemon.
 # The Python side shares tests/gpu/workloads/harness.py and
 # tests/gpu/smi_sampler.py.
 GPU_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -23,10 +23,6 @@ gpu_build() {
         tail -30 "$log"
         return 1
     fi
-}
-
-gpu_count() {
-    timeout 20 nvidia-smi -L 2> /dev/null | grep -c '^GPU '
 }
 
 # mps_start: a private MPS control daemon (its own pipe and log

@@ -17,7 +17,9 @@ import common  # noqa: E402
 for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HUB_DISABLE_TELEMETRY"):
     os.environ[k] = "1"
 
-PROMPT = [1, 450, 4996, 17354, 1701, 29916, 432, 17204, 975, 278, 17366, 11203, 29889, 13, 1576, 2]
+# 16 fixed token ids; none is the config's EOS (2), so nothing stops early.
+PROMPT = [1, 450, 4996, 17354, 1701, 29916, 432, 17204, 975, 278, 17366, 11203, 29889, 13, 1576,
+          338]
 NEW = 32
 
 
