@@ -4,9 +4,9 @@
     matrix.py run BUILD_DIR OUT_DIR [ROW...]   run rows (default: all but
         mps_underneath, which run.sh wraps in an MPS daemon), merge them
         into OUT/matrix.csv, write OUT/compat.md, print the table
-    matrix.py report OUT_DIR [OUT_DIR...]      merge the matrix.csv of several
-        runs (later ones win) into the first OUT_DIR and rewrite its compat.md
-        (no GPU needed)
+    matrix.py report DEST_DIR OUT_DIR...       merge the matrix.csv of several
+        runs (later ones win) into DEST_DIR/matrix.csv and DEST_DIR/compat.md
+        (no GPU needed; the OUT_DIRs may be read-only)
     matrix.py rows                             list the rows
 
 Every row runs in five configurations: native, `cushare run` (no limit),
@@ -422,11 +422,17 @@ def main(argv):
             print(f"{r.name:17} --mem {r.mem:10} --sm {r.sm}  {r.what}\n{'':19}budget: {r.why_budget}")
         print("mps_underneath = mps_eager + mps_graph")
         return 0
-    if len(argv) >= 2 and argv[0] == "report":
-        rows = []
-        for d in argv[1:]:
+    if len(argv) >= 3 and argv[0] == "report":
+        dest, rows, envs = argv[1], [], []
+        for d in argv[2:]:
             rows = merge(rows, load_csv(os.path.join(d, "matrix.csv")))
-        finish(argv[1], rows)
+            line = env_line(d)
+            if line and line not in envs:
+                envs.append(line)
+        os.makedirs(dest, exist_ok=True)
+        with open(os.path.join(dest, "env.txt"), "w") as fh:
+            fh.write("\n".join(envs) + "\n")
+        finish(dest, rows)
         return 0
     if len(argv) < 3 or argv[0] != "run":
         print(__doc__, file=sys.stderr)
