@@ -42,6 +42,7 @@ def main():
             model = LlamaForCausalLM(cfg)
     finally:
         torch.set_default_dtype(prev)
+    model = model.to(device="cuda", dtype=torch.bfloat16)  # whatever transformers did
     # Our own seeded init, whatever transformers' init does or skips.
     gen = torch.Generator(device="cuda").manual_seed(0)
     with torch.no_grad():
@@ -60,7 +61,7 @@ def main():
     if args.static:
         kw["cache_implementation"] = "static"
         if not args.compile:
-            if hasattr(model.generation_config, "disable_compile"):
+            if hasattr(getattr(model, "generation_config", None), "disable_compile"):
                 model.generation_config.disable_compile = True
             else:
                 common.note("this transformers has no disable_compile: generate may compile")
