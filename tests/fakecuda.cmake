@@ -24,6 +24,23 @@ fakecuda_test(fake_threads test_fake_threads.c LIBS fakecuda_driver fakecuda_nvm
 fakecuda_test(fake_power_model test_fake_power_model.c
   LIBS fakecuda_driver fakecuda_nvml)
 
+# Stream capture (fake_capture.c): the rules, modes, fork/join, legacy
+# stream, graph timing and graph memory.
+fakecuda_test(fake_capture test_fake_capture.c LIBS fakecuda_driver fakecuda_nvml)
+
+# The fake answers capture_probe.c's ~1100 questions about stream capture
+# exactly as driver 580 on an H200 did (capture_probe.h200.txt), except the
+# deliberate differences that capture_probe.deviations.sed applies.
+add_executable(fake_capture_probe_bin ${FAKECUDA_TEST_DIR}/capture_probe.c)
+target_compile_options(fake_capture_probe_bin PRIVATE -Wno-deprecated-declarations)
+target_link_libraries(fake_capture_probe_bin PRIVATE fakecuda_driver pthread)
+add_test(NAME fake_capture_probe
+  COMMAND sh -c "\"$0\" > \"$1\" && sed -f \"$2\" \"$3\" | diff -u - \"$1\""
+    $<TARGET_FILE:fake_capture_probe_bin> ${CMAKE_CURRENT_BINARY_DIR}/capture_probe.out
+    ${FAKECUDA_TEST_DIR}/capture_probe.deviations.sed ${FAKECUDA_TEST_DIR}/capture_probe.h200.txt)
+set_tests_properties(fake_capture_probe PROPERTIES LABELS "fakecuda;sanitize;tsan" TIMEOUT 60
+  ENVIRONMENT "${CS_TEST_ENV}")
+
 # The checked-in cuGetProcAddress table matches what gen_procs.py derives
 # from this toolkit's cudaTypedefs.h.
 find_package(Python3 COMPONENTS Interpreter QUIET)

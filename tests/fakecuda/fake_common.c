@@ -53,6 +53,7 @@ static void read_config(void)
     fc_cfg.ctx_cost_us = env_u64("FAKECUDA_CTX_COST_US", 0, 0);
     fc_cfg.ctx_bytes = env_u64("FAKECUDA_CTX_BYTES", 0, 1);
     fc_cfg.ns_per_block = env_u64("FAKECUDA_NS_PER_BLOCK", 1000, 0);
+    fc_cfg.memset_ns_per_mib = env_u64("FAKECUDA_MEMSET_NS_PER_MIB", 1000, 0);
     fc_cfg.graph_ns = env_u64("FAKECUDA_GRAPH_US", 100, 0) * 1000;
     fc_cfg.util_window_ns = env_u64("FAKECUDA_UTIL_WINDOW_MS", 1000, 0) * 1000000ULL;
     if (!fc_cfg.util_window_ns)
@@ -420,7 +421,7 @@ void fc_export_importers(int slot, uint64_t gen, int delta)
 
 /* ---- timeline ----------------------------------------------------------- */
 
-uint64_t fc_schedule(int dev, uint64_t not_before, uint64_t dur)
+uint64_t fc_schedule(int dev, uint64_t not_before, uint64_t dur, int launch)
 {
     struct fakecuda_device *D = &fc_S->dev[dev];
     int pid = getpid();
@@ -461,12 +462,14 @@ uint64_t fc_schedule(int dev, uint64_t not_before, uint64_t dur)
         }
     }
     fakecuda_unlock(&D->lock);
-    __atomic_fetch_add(&D->launches, 1, __ATOMIC_RELAXED);
+    if (launch)
+        __atomic_fetch_add(&D->launches, 1, __ATOMIC_RELAXED);
     __atomic_fetch_add(&D->busy_ns, dur, __ATOMIC_RELAXED);
     struct fakecuda_proc *p = fc_proc_self();
     if (p) {
         __atomic_fetch_add(&p->busy_ns[dev], dur, __ATOMIC_RELAXED);
-        __atomic_fetch_add(&p->launches[dev], 1, __ATOMIC_RELAXED);
+        if (launch)
+            __atomic_fetch_add(&p->launches[dev], 1, __ATOMIC_RELAXED);
     }
     return end;
 }

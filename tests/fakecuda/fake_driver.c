@@ -2,7 +2,8 @@
  * TEST TOOL (tests/fakecuda), never shipped: the fake libcuda.so.1. This
  * file: process state (init, fork, teardown), the handle registry, devices
  * (CUDA_VISIBLE_DEVICES), contexts, cuGetProcAddress and error strings.
- * Memory lives in fake_mem.c, streams/events/launches in fake_exec.c.
+ * Memory lives in fake_mem.c, streams/events/launches in fake_exec.c,
+ * stream capture in fake_capture.c.
  */
 #define _GNU_SOURCE
 #include <ctype.h>
@@ -747,6 +748,8 @@ FC_EXPORT CUresult CUDAAPI cuCtxSynchronize(void)
     fc_lock();
     struct fc_ctx *c;
     CUresult r = fc_cur_ctx(&c);
+    if (r == CUDA_SUCCESS)
+        r = fc_cap_ctx_sync(c);
     uint64_t until = r == CUDA_SUCCESS ? c->tail_ns : 0;
     fc_unlock();
     if (r != CUDA_SUCCESS)

@@ -10,6 +10,9 @@
  * synchronisation sleeps until the tail has passed. With the power model
  * (FAKECUDA_POWER_BUSY_W) kernels and graph launches last nominal / clock,
  * the relative clock at enqueue time (fc_dvfs_dur).
+ *
+ * Stream capture (fake_capture.c): work pushed to a capturing stream
+ * becomes a node of the capture's graph instead of running.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -23,6 +26,7 @@
 static __thread struct {
     struct fc_ctx *ctx;
     uint64_t tail;
+    struct fc_capref cap;
 } tls_pt;
 
 static void obj_free(struct fc_obj *o)
@@ -49,12 +53,17 @@ CUresult fc_stream_resolve(CUstream h, int ptsz, struct fc_sref *out)
         out->ctx = c;
         if (legacy) {
             out->tail = &c->tail_ns; /* the legacy stream waits for all work of the context */
+            out->legacy = 1;
         } else {
             if (tls_pt.ctx != c) {
                 tls_pt.ctx = c;
                 tls_pt.tail = 0;
+                tls_pt.cap.id = 0;
             }
             out->tail = &tls_pt.tail;
+            out->cap = &tls_pt.cap;
+            out->key = &tls_pt;
+            out->blocking = 1; /* it synchronises with the legacy stream */
         }
         return CUDA_SUCCESS;
     }
@@ -66,13 +75,15 @@ CUresult fc_stream_resolve(CUstream h, int ptsz, struct fc_sref *out)
     out->ctx = s->o.ctx;
     out->tail = &s->tail_ns;
     out->stream = s;
+    out->cap = &s->cap;
+    out->key = s;
+    out->blocking = !(s->flags & CU_STREAM_NON_BLOCKING);
     return CUDA_SUCCESS;
 }
 
-/* Puts `dur` ns on the stream's device timeline (under fc_mu). */
-static void enqueue(struct fc_sref *s, uint64_t dur)
+void fc_enqueue(struct fc_sref *s, uint64_t dur, int launch)
 {
-    uint64_t end = fc_schedule(s->ctx->o.phys, *s->tail, dur);
+    uint64_t end = fc_schedule(s->ctx->o.phys, *s->tail, dur, launch);
     *s->tail = end;
     if (end > s->ctx->tail_ns)
         s->ctx->tail_ns = end;
@@ -93,6 +104,10 @@ static CUresult module_new(CUmodule *out)
     fc_lock();
     struct fc_ctx *c;
     CUresult r = fc_cur_ctx(&c);
+    /* Measured on driver 580: loading a module where a capture prohibits
+     * unsafe calls succeeds but invalidates that capture. */
+    if (r == CUDA_SUCCESS)
+        (void)fc_cap_unsafe();
     struct fc_module *m = NULL;
     if (r == CUDA_SUCCESS && !(m = calloc(1, sizeof(*m))))
         r = CUDA_ERROR_OUT_OF_MEMORY;
@@ -162,16 +177,20 @@ static void free_owned(void *owner, int type)
             obj_free(objs[i]);
 }
 
+/* Unloading a module or library is a potentially unsafe call (measured). */
 static CUresult unload(void *h, int type, int child_type)
 {
     fc_lock();
-    struct fc_obj *o = fc_obj_get(h, type);
+    CUresult r = fc_cap_unsafe();
+    struct fc_obj *o = r == CUDA_SUCCESS ? fc_obj_get(h, type) : NULL;
     if (o) {
         free_owned(o, child_type);
         obj_free(o);
+    } else if (r == CUDA_SUCCESS) {
+        r = CUDA_ERROR_INVALID_HANDLE;
     }
     fc_unlock();
-    return o ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+    return r;
 }
 
 FC_EXPORT CUresult CUDAAPI cuModuleUnload(CUmodule hmod)
@@ -193,6 +212,7 @@ FC_EXPORT CUresult CUDAAPI cuLibraryLoadData(CUlibrary *library, const void *cod
     if (!l)
         return CUDA_ERROR_OUT_OF_MEMORY;
     fc_lock();
+    (void)fc_cap_unsafe(); /* as module loads: succeeds, invalidates */
     fc_obj_add(&l->o, FC_T_LIB, -1, NULL, NULL);
     fc_unlock();
     *library = (CUlibrary)l;
@@ -213,8 +233,10 @@ FC_EXPORT CUresult CUDAAPI cuLibraryUnload(CUlibrary library)
 
 /* ---- launches ------------------------------------------------------------ */
 
-static CUresult launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
-                       unsigned bz, unsigned shmem, CUstream h, int ptsz, int coop)
+/* A kernel launch on a stream; on a capturing stream a kernel node (or,
+ * `uncapturable`, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED). */
+static CUresult launch_on(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                          unsigned bz, unsigned shmem, CUstream h, int ptsz, int coop, int uncapturable)
 {
     if (!gx || !gy || !gz || !bx || !by || !bz)
         return CUDA_ERROR_INVALID_VALUE;
@@ -229,12 +251,67 @@ static CUresult launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsi
     if (!fc_obj_get(f, FC_T_FUNC) && !fc_obj_get(f, FC_T_KERNEL))
         r = CUDA_ERROR_INVALID_HANDLE;
     struct fc_sref s;
+    struct fc_capture *cap = NULL;
     if (r == CUDA_SUCCESS)
         r = fc_stream_resolve(h, ptsz, &s);
     if (r == CUDA_SUCCESS)
-        enqueue(&s, fc_dvfs_dur(s.ctx->o.phys, blocks * fc_cfg.ns_per_block));
+        r = uncapturable ? fc_cap_uncapturable(&s) : fc_cap_check(&s, &cap);
+    if (r == CUDA_SUCCESS && cap) {
+        if (!fc_cap_node(cap, &s, FC_GN_KERNEL, s.ctx->o.phys, blocks * fc_cfg.ns_per_block))
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+    } else if (r == CUDA_SUCCESS) {
+        fc_enqueue(&s, fc_dvfs_dur(s.ctx->o.phys, blocks * fc_cfg.ns_per_block), 1);
+    }
     fc_unlock();
     return r;
+}
+
+static CUresult launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                       unsigned bz, unsigned shmem, CUstream h, int ptsz, int coop)
+{
+    return launch_on(f, gx, gy, gz, bx, by, bz, shmem, h, ptsz, coop, 0);
+}
+
+/* The legacy launch API (cuLaunch, cuLaunchGrid, cuLaunchGridAsync): a
+ * grid of w x h blocks. Measured on driver 580: it cannot be captured
+ * (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, capture invalidated) and its
+ * use of the legacy stream is not checked against blocking captures. */
+static CUresult launch_legacy(CUfunction f, int w, int h, CUstream hs, int async)
+{
+    if (w <= 0 || h <= 0 || h > 65535)
+        return CUDA_ERROR_INVALID_VALUE;
+    uint64_t blocks = (uint64_t)w * (uint64_t)h;
+    fc_lock();
+    CUresult r = CUDA_SUCCESS;
+    if (!fc_obj_get(f, FC_T_FUNC) && !fc_obj_get(f, FC_T_KERNEL))
+        r = CUDA_ERROR_INVALID_HANDLE;
+    struct fc_sref s;
+    if (r == CUDA_SUCCESS)
+        r = fc_stream_resolve(async ? hs : CU_STREAM_LEGACY, 0, &s);
+    if (r == CUDA_SUCCESS && !s.legacy)
+        r = fc_cap_uncapturable(&s);
+    if (r == CUDA_SUCCESS)
+        fc_enqueue(&s, fc_dvfs_dur(s.ctx->o.phys, blocks * fc_cfg.ns_per_block), 1);
+    fc_unlock();
+    return r;
+}
+
+FC_EXPORT CUresult CUDAAPI cuLaunch(CUfunction f)
+{
+    FC_BEGIN(cuLaunch);
+    return launch_legacy(f, 1, 1, NULL, 0);
+}
+
+FC_EXPORT CUresult CUDAAPI cuLaunchGrid(CUfunction f, int grid_width, int grid_height)
+{
+    FC_BEGIN(cuLaunchGrid);
+    return launch_legacy(f, grid_width, grid_height, NULL, 0);
+}
+
+FC_EXPORT CUresult CUDAAPI cuLaunchGridAsync(CUfunction f, int grid_width, int grid_height, CUstream hStream)
+{
+    FC_BEGIN(cuLaunchGridAsync);
+    return launch_legacy(f, grid_width, grid_height, hStream, 1);
 }
 
 FC_EXPORT CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
@@ -316,15 +393,41 @@ FC_EXPORT CUresult CUDAAPI cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned
                   1, 1);
 }
 
+/* cuLaunchCooperativeKernelMultiDevice: each entry a cooperative launch on
+ * its own stream and function. Measured on driver 580: it cannot be
+ * captured. */
+FC_EXPORT CUresult CUDAAPI cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS *launchParamsList,
+                                                                unsigned int numDevices, unsigned int flags)
+{
+    FC_BEGIN(cuLaunchCooperativeKernelMultiDevice);
+    if (!launchParamsList || !numDevices ||
+        (flags & ~(unsigned)(CUDA_COOPERATIVE_LAUNCH_MULTI_DEVICE_NO_PRE_LAUNCH_SYNC |
+                             CUDA_COOPERATIVE_LAUNCH_MULTI_DEVICE_NO_POST_LAUNCH_SYNC)))
+        return CUDA_ERROR_INVALID_VALUE;
+    for (unsigned i = 0; i < numDevices; i++) {
+        const CUDA_LAUNCH_PARAMS *p = &launchParamsList[i];
+        CUresult r = launch_on(p->function, p->gridDimX, p->gridDimY, p->gridDimZ, p->blockDimX,
+                               p->blockDimY, p->blockDimZ, p->sharedMemBytes, p->hStream, 0, 1, 1);
+        if (r != CUDA_SUCCESS)
+            return r;
+    }
+    return CUDA_SUCCESS;
+}
+
+/* A graph launch lasts FAKECUDA_GRAPH_US plus its kernel and memset nodes.
+ * Measured on driver 580: a graph launch cannot be captured. */
 static CUresult graph_launch(CUgraphExec x, CUstream h, int ptsz)
 {
     fc_lock();
     struct fc_sref s;
+    uint64_t work = 0;
     CUresult r = fc_stream_resolve(h, ptsz, &s);
     if (r == CUDA_SUCCESS)
-        r = fc_graph_launch_memory(x);
+        r = fc_cap_uncapturable(&s);
     if (r == CUDA_SUCCESS)
-        enqueue(&s, fc_dvfs_dur(s.ctx->o.phys, fc_cfg.graph_ns));
+        r = fc_graph_launch_memory(x, &work);
+    if (r == CUDA_SUCCESS)
+        fc_enqueue(&s, fc_dvfs_dur(s.ctx->o.phys, fc_cfg.graph_ns + work), 1);
     fc_unlock();
     return r;
 }
@@ -380,8 +483,10 @@ FC_EXPORT CUresult CUDAAPI cuStreamDestroy_v2(CUstream hStream)
     FC_BEGIN(cuStreamDestroy_v2);
     fc_lock();
     struct fc_obj *s = fc_obj_get(hStream, FC_T_STREAM);
-    if (s)
+    if (s) {
+        fc_cap_stream_destroy((struct fc_stream *)s);
         obj_free(s); /* pending work still completes on the device timeline */
+    }
     fc_unlock();
     return s ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
@@ -391,6 +496,8 @@ static CUresult stream_sync(CUstream h, int ptsz)
     fc_lock();
     struct fc_sref s;
     CUresult r = fc_stream_resolve(h, ptsz, &s);
+    if (r == CUDA_SUCCESS)
+        r = fc_cap_stream_sync(&s);
     uint64_t until = r == CUDA_SUCCESS ? *s.tail : 0;
     int phys = r == CUDA_SUCCESS ? s.ctx->o.phys : -1;
     fc_unlock();
@@ -420,6 +527,8 @@ static CUresult stream_query(CUstream h, int ptsz)
     fc_lock();
     struct fc_sref s;
     CUresult r = fc_stream_resolve(h, ptsz, &s);
+    if (r == CUDA_SUCCESS)
+        r = fc_cap_stream_sync(&s);
     if (r == CUDA_SUCCESS && *s.tail > fc_now_ns())
         r = CUDA_ERROR_NOT_READY;
     fc_unlock();
@@ -445,8 +554,11 @@ static CUresult stream_wait_event(CUstream h, CUevent ev, unsigned flags, int pt
     fc_lock();
     struct fc_event *e = (struct fc_event *)fc_obj_get(ev, FC_T_EVENT);
     struct fc_sref s;
+    int handled = 0;
     CUresult r = e ? fc_stream_resolve(h, ptsz, &s) : CUDA_ERROR_INVALID_HANDLE;
-    if (r == CUDA_SUCCESS && e->recorded && e->ts_ns > *s.tail)
+    if (r == CUDA_SUCCESS)
+        r = fc_cap_wait(&s, e, flags, &handled);
+    if (r == CUDA_SUCCESS && !handled && e->recorded && e->ts_ns > *s.tail)
         *s.tail = e->ts_ns;
     fc_unlock();
     return r;
@@ -536,8 +648,11 @@ static CUresult event_record(CUevent ev, CUstream h, unsigned flags, int ptsz)
     fc_lock();
     struct fc_event *e = (struct fc_event *)fc_obj_get(ev, FC_T_EVENT);
     struct fc_sref s;
+    int captured = 0;
     CUresult r = e ? fc_stream_resolve(h, ptsz, &s) : CUDA_ERROR_INVALID_HANDLE;
-    if (r == CUDA_SUCCESS) {
+    if (r == CUDA_SUCCESS)
+        r = fc_cap_event_record(&s, e, flags, &captured);
+    if (r == CUDA_SUCCESS && !captured) {
         /* An event is a zero-length operation in the device's one queue: it
          * completes after the stream's own work and after work already
          * queued on the device by anyone (the model has a single queue);
@@ -582,8 +697,11 @@ FC_EXPORT CUresult CUDAAPI cuEventQuery(CUevent hEvent)
     FC_BEGIN(cuEventQuery);
     fc_lock();
     struct fc_event *e = (struct fc_event *)fc_obj_get(hEvent, FC_T_EVENT);
-    CUresult r = !e ? CUDA_ERROR_INVALID_HANDLE
-                    : e->recorded && e->ts_ns > fc_now_ns() ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
+    CUresult r = !e ? CUDA_ERROR_INVALID_HANDLE : fc_cap_event_use(e, FC_EV_QUERY);
+    if (r == CUDA_SUCCESS)
+        r = fc_cap_unsafe();
+    if (r == CUDA_SUCCESS && e->recorded && e->ts_ns > fc_now_ns())
+        r = CUDA_ERROR_NOT_READY;
     fc_unlock();
     return r;
 }
@@ -593,11 +711,14 @@ FC_EXPORT CUresult CUDAAPI cuEventSynchronize(CUevent hEvent)
     FC_BEGIN(cuEventSynchronize);
     fc_lock();
     struct fc_event *e = (struct fc_event *)fc_obj_get(hEvent, FC_T_EVENT);
-    uint64_t until = e && e->recorded ? e->ts_ns : 0;
+    CUresult r = !e ? CUDA_ERROR_INVALID_HANDLE : fc_cap_event_use(e, FC_EV_SYNC);
+    if (r == CUDA_SUCCESS)
+        r = fc_cap_unsafe();
+    uint64_t until = r == CUDA_SUCCESS && e->recorded ? e->ts_ns : 0;
     int phys = e ? e->o.phys : -1;
     fc_unlock();
-    if (!e)
-        return CUDA_ERROR_INVALID_HANDLE;
+    if (r != CUDA_SUCCESS)
+        return r;
     fc_sleep_until(until);
     fc_lock();
     fc_pools_sync_trim(phys);
@@ -612,15 +733,19 @@ static CUresult elapsed(float *ms, CUevent a, CUevent b)
     fc_lock();
     struct fc_event *s = (struct fc_event *)fc_obj_get(a, FC_T_EVENT);
     struct fc_event *e = (struct fc_event *)fc_obj_get(b, FC_T_EVENT);
-    CUresult r = CUDA_SUCCESS;
     uint64_t now = fc_now_ns();
-    if (!s || !e || !s->recorded || !e->recorded ||
-        ((s->flags | e->flags) & CU_EVENT_DISABLE_TIMING))
+    CUresult r = !s || !e ? CUDA_ERROR_INVALID_HANDLE : fc_cap_event_use(s, FC_EV_ELAPSED);
+    if (r == CUDA_SUCCESS)
+        r = fc_cap_event_use(e, FC_EV_ELAPSED);
+    if (r != CUDA_SUCCESS)
+        goto out;
+    if (!s->recorded || !e->recorded || ((s->flags | e->flags) & CU_EVENT_DISABLE_TIMING))
         r = CUDA_ERROR_INVALID_HANDLE;
     else if (s->ts_ns > now || e->ts_ns > now)
         r = CUDA_ERROR_NOT_READY;
     else
         *ms = (float)(((double)e->ts_ns - (double)s->ts_ns) / 1e6);
+out:
     fc_unlock();
     return r;
 }
@@ -662,10 +787,13 @@ void fc_exec_ctx_teardown(struct fc_ctx *ctx)
     }
     if (tls_pt.ctx == ctx)
         tls_pt.ctx = NULL;
+    fc_cap_ctx_teardown(ctx);
 }
 
 void fc_exec_reset(void)
 {
     tls_pt.ctx = NULL;
     tls_pt.tail = 0;
+    tls_pt.cap.id = 0;
+    fc_cap_reset();
 }

@@ -1,6 +1,7 @@
 /*
  * TEST TOOL (tests/fakecuda), never shipped: internals shared by the sources
- * of the fake libcuda.so.1 (fake_driver.c, fake_mem.c, fake_exec.c) and, for
+ * of the fake libcuda.so.1 (fake_driver.c, fake_mem.c, fake_exec.c,
+ * fake_capture.c) and, for
  * the common part (configuration, shared state, accounting, timeline), the
  * fake libnvidia-ml.so.1 (fake_nvml.c). Everything declared here is hidden.
  */
@@ -29,6 +30,7 @@ struct fc_config {
     uint64_t ctx_cost_us;     /* FAKECUDA_CTX_COST_US */
     uint64_t ctx_bytes;       /* FAKECUDA_CTX_BYTES */
     uint64_t ns_per_block;    /* FAKECUDA_NS_PER_BLOCK */
+    uint64_t memset_ns_per_mib; /* FAKECUDA_MEMSET_NS_PER_MIB */
     uint64_t graph_ns;        /* FAKECUDA_GRAPH_US * 1000 */
     uint64_t util_window_ns;  /* FAKECUDA_UTIL_WINDOW_MS * 1e6 */
     uint64_t ctx_switch_ns;   /* FAKECUDA_CTX_SWITCH_US * 1e3 */
@@ -84,8 +86,10 @@ int fc_export_get(int slot, uint64_t gen, struct fakecuda_export *out);
 void fc_export_importers(int slot, uint64_t gen, int delta);
 
 /* GPU timeline of one physical device: schedules `dur` ns of work that may
- * not start before `not_before`; returns its end (CLOCK_MONOTONIC ns). */
-uint64_t fc_schedule(int dev, uint64_t not_before, uint64_t dur);
+ * not start before `not_before`; returns its end (CLOCK_MONOTONIC ns).
+ * `launch`: count it in the launch counters (kernels and graph launches;
+ * not memsets). */
+uint64_t fc_schedule(int dev, uint64_t not_before, uint64_t dur, int launch);
 /* Busy ns of the timeline (pid 0: any process) inside [from, to). */
 uint64_t fc_busy_in_window(int dev, int pid, uint64_t from, uint64_t to);
 
@@ -131,11 +135,21 @@ struct fc_ctx {
     uint64_t tail_ns;      /* end of the last work of any stream of it */
 };
 
+/* A stream's (or an event's) link to a stream capture (fake_capture.c):
+ * the capture's id (0: none; a capture that has ended is no longer found
+ * by its id, so a stale link reads as "not capturing") and the index of
+ * the stream's member record (of the event's dependency snapshot) in it. */
+struct fc_capref {
+    uint64_t id;
+    uint32_t idx;
+};
+
 struct fc_stream {
     struct fc_obj o;
     unsigned flags;
     int priority;
     uint64_t tail_ns;
+    struct fc_capref cap;
 };
 
 struct fc_event {
@@ -143,6 +157,7 @@ struct fc_event {
     unsigned flags;
     int recorded;
     uint64_t ts_ns;        /* completion time of the recorded point */
+    struct fc_capref cap;  /* last recorded inside this capture (id 0: outside) */
 };
 
 extern pthread_mutex_t fc_mu;   /* protects every per-process table */
@@ -191,10 +206,48 @@ struct fc_sref {
     struct fc_ctx *ctx;
     uint64_t *tail;
     struct fc_stream *stream; /* NULL for legacy / per-thread */
+    struct fc_capref *cap;    /* capture link; NULL for the legacy stream */
+    const void *key;          /* identity of the stream (per-thread: per thread) */
+    int legacy;               /* the legacy stream: never captures */
+    int blocking;             /* synchronises with the legacy stream */
 };
 CUresult fc_stream_resolve(CUstream h, int ptsz, struct fc_sref *out);
+/* Puts `dur` ns of work on the stream's device timeline (under fc_mu);
+ * `launch` as for fc_schedule. */
+void fc_enqueue(struct fc_sref *s, uint64_t dur, int launch);
 
 /* ---- driver: memory (fake_mem.c) ---------------------------------------- */
+
+/* Graphs. A node's duration counts toward its graph's launches (kernels,
+ * memsets: nominal ns, before DVFS); deps are the nodes it depends on. */
+enum fc_gnode_kind {
+    FC_GN_ALLOC = 1, FC_GN_FREE, FC_GN_KERNEL, FC_GN_MEMSET, FC_GN_MEMCPY,
+    FC_GN_EVENT_WAIT, FC_GN_EVENT_RECORD
+};
+struct fc_graph {
+    struct fc_obj o;
+    uint64_t next_seq;
+};
+struct fc_gnode {
+    struct fc_obj o;       /* owner: graph */
+    int kind;              /* enum fc_gnode_kind */
+    uint64_t seq;          /* creation order in its graph */
+    uint64_t dptr, size;   /* FC_GN_ALLOC / FC_GN_FREE */
+    uint64_t work_ns;      /* FC_GN_KERNEL / FC_GN_MEMSET */
+    uint64_t mark;         /* scratch for graph walks (under fc_mu) */
+    size_t ndeps;
+    struct fc_gnode *deps[];
+};
+/* A new, empty graph (registered), or NULL. */
+struct fc_graph *fc_graph_new(void);
+void fc_graph_free(struct fc_graph *g);
+/* A node of `kind` in g depending on deps[0..n), or NULL (out of memory). */
+struct fc_gnode *fc_gnode_new(struct fc_graph *g, int kind, int phys, struct fc_gnode *const *deps,
+                              size_t n);
+/* A graph memory allocation node: size rounded up to 2 MiB, its address
+ * given out now (as cuGraphAddMemAllocNode). */
+struct fc_gnode *fc_gnode_alloc(struct fc_graph *g, int phys, uint64_t bytes, struct fc_gnode *const *deps,
+                                size_t n);
 
 /* New device address range on a physical device (per-process bump). */
 uint64_t fc_va_alloc(int phys, uint64_t size);
@@ -210,8 +263,9 @@ void fc_pools_sync_trim(int phys);
 /* Graph memory: first launch of an exec charges it (under fc_mu). */
 CUresult fc_graph_exec_first_launch(int phys, uint64_t bytes);
 void fc_graph_exec_release(int phys, uint64_t bytes);
-/* Validates a graph exec and charges its graph memory on its first launch. */
-CUresult fc_graph_launch_memory(void *exec);
+/* Validates a graph exec and charges its graph memory on its first launch;
+ * *work_ns: nominal duration of its kernel and memset nodes. */
+CUresult fc_graph_launch_memory(void *exec, uint64_t *work_ns);
 /* Forgets every per-process memory table (fork child). */
 void fc_mem_reset(void);
 
@@ -219,6 +273,58 @@ void fc_mem_reset(void);
 
 void fc_exec_reset(void);
 void fc_exec_ctx_teardown(struct fc_ctx *ctx);
+
+/* ---- driver: stream capture (fake_capture.c), all under fc_mu ----------- */
+
+struct fc_capture;
+/* Work pushed to a stream: CUDA_ERROR_STREAM_CAPTURE_IMPLICIT (legacy
+ * stream while a blocking stream of its context captures; those captures
+ * are invalidated), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, or success with
+ * *cap the stream's active capture (the work becomes a node, see
+ * fc_cap_node) or NULL (the work runs). */
+CUresult fc_cap_check(struct fc_sref *s, struct fc_capture **cap);
+/* Appends a node of `kind` after the stream's current dependencies in the
+ * capture's graph; the stream then depends on it. NULL: out of memory. */
+struct fc_gnode *fc_cap_node(struct fc_capture *c, struct fc_sref *s, int kind, int phys,
+                             uint64_t work_ns);
+/* As fc_cap_node for a graph memory allocation node. */
+struct fc_gnode *fc_cap_alloc_node(struct fc_capture *c, struct fc_sref *s, int phys, uint64_t bytes);
+/* Work the driver cannot capture (cuGraphLaunch, cuLaunchGridAsync): the
+ * legacy-stream check, then CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED (and
+ * invalidation) on a capturing stream. */
+CUresult fc_cap_uncapturable(struct fc_sref *s);
+/* cuStreamQuery / cuStreamSynchronize: the legacy-stream check, then
+ * CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED (and invalidation) on a capturing
+ * stream, then fc_cap_unsafe. */
+CUresult fc_cap_stream_sync(struct fc_sref *s);
+/* A potentially unsafe call: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED when the
+ * calling thread is prohibited from it by an unfinished capture (see
+ * cuThreadExchangeStreamCaptureMode), invalidating the captures that
+ * prohibit it; else success. */
+CUresult fc_cap_unsafe(void);
+/* cuCtxSynchronize: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED while any capture
+ * of the context is unfinished (invalidating it), in any mode. */
+CUresult fc_cap_ctx_sync(struct fc_ctx *c);
+/* Event record on a stream: inside a capture the event is marked as
+ * recorded there (*captured = 1) and nothing reaches the timeline. */
+CUresult fc_cap_event_record(struct fc_sref *s, struct fc_event *e, unsigned flags, int *captured);
+/* Uses of an event's completion: CUDA_ERROR_CAPTURED_EVENT while it was
+ * last recorded in an active capture (query and synchronize invalidate
+ * that capture, elapsed time does not); CUDA_ERROR_INVALID_VALUE when that
+ * capture was invalidated or has ended. */
+enum fc_event_use { FC_EV_QUERY, FC_EV_SYNC, FC_EV_ELAPSED };
+CUresult fc_cap_event_use(struct fc_event *e, enum fc_event_use how);
+/* cuStreamWaitEvent: joins, merges, isolation. *handled = 1 when the wait
+ * was resolved by the capture model (nothing for the timeline to do). */
+CUresult fc_cap_wait(struct fc_sref *s, struct fc_event *e, unsigned flags, int *handled);
+/* A stream is destroyed: measured on driver 580, destroying the origin of
+ * a capture ends that capture (graph dropped); a stream that joined one
+ * just goes (the capture keeps what it captured from it). */
+void fc_cap_stream_destroy(struct fc_stream *s);
+/* The graph an unfinished capture builds may not be destroyed. */
+int fc_cap_graph_busy(const struct fc_graph *g);
+void fc_cap_ctx_teardown(struct fc_ctx *ctx);
+void fc_cap_reset(void);
 
 #pragma GCC visibility pop
 

@@ -178,20 +178,10 @@ struct fc_extmem {
     uint64_t size;
 };
 
-struct fc_graph {
-    struct fc_obj o;
-};
-
-enum { GN_ALLOC = 1, GN_FREE };
-struct fc_gnode {
-    struct fc_obj o;       /* owner: graph */
-    int kind;
-    uint64_t dptr, size;
-};
-
 struct fc_gexec {
     struct fc_obj o;
     int launched;
+    uint64_t work_ns;      /* kernel and memset nodes, nominal */
     uint64_t bytes[FAKECUDA_MAX_DEVICES];
 };
 
@@ -228,6 +218,17 @@ static int ordinal_of(int phys)
         }                                                                 \
     } while (0)
 
+/* A potentially unsafe call (fake_capture.c): refused while an unfinished
+ * stream capture prohibits it to this thread (under fc_mu). */
+#define UNSAFE_GUARD()                                                    \
+    do {                                                                  \
+        CUresult u_ = fc_cap_unsafe();                                    \
+        if (u_ != CUDA_SUCCESS) {                                         \
+            fc_unlock();                                                  \
+            return u_;                                                    \
+        }                                                                 \
+    } while (0)
+
 static void hi_update(uint64_t *hi, uint64_t v)
 {
     if (v > *hi)
@@ -240,6 +241,7 @@ static CUresult mem_alloc(CUdeviceptr *dptr, uint64_t size, int managed)
 {
     fc_lock();
     NEED_CTX(c);
+    UNSAFE_GUARD();
     int phys = c->o.phys;
     CUresult r = CUDA_SUCCESS;
     if (fc_charge(phys, size, FAKECUDA_KIND_ALLOC)) {
@@ -322,6 +324,7 @@ FC_EXPORT CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr)
     fc_lock();
     NEED_CTX(c);
     (void)c;
+    UNSAFE_GUARD();
     struct fc_alloc *a = alloc_at(dptr);
     CUresult r = CUDA_SUCCESS;
     if (!a || a->kind == A_IPC)
@@ -398,20 +401,34 @@ int fc_dptr_valid(uint64_t p, uint64_t n)
     cnt = fc_obj_collect(objs, 4096, FC_T_GNODE, NULL, NULL, -1);
     for (size_t i = 0; i < cnt && i < 4096; i++) {
         struct fc_gnode *g = (struct fc_gnode *)objs[i];
-        if (g->kind == GN_ALLOC && p >= g->dptr && p + n <= g->dptr + g->size)
+        if (g->kind == FC_GN_ALLOC && p >= g->dptr && p + n <= g->dptr + g->size)
             return 1;
     }
     return 0;
 }
 
-static CUresult check_dptr(uint64_t p, uint64_t n)
+/* A copy of device ranges [d1, d1+n) (and [d2, d2+n) unless d2 is 0) on a
+ * stream: the ranges are checked; a copy takes no device time, and on a
+ * capturing stream it is a graph node instead (*captured = 1). The
+ * synchronous copies use the legacy stream. */
+static CUresult copy_op(uint64_t d1, uint64_t d2, uint64_t n, CUstream h, int ptsz, int *captured)
 {
+    *captured = 0;
     fc_lock();
-    NEED_CTX(c);
-    (void)c;
-    int ok = fc_dptr_valid(p, n);
+    struct fc_sref s;
+    struct fc_capture *cap = NULL;
+    CUresult r = fc_stream_resolve(h, ptsz, &s);
+    if (r == CUDA_SUCCESS && (!fc_dptr_valid(d1, n) || (d2 && !fc_dptr_valid(d2, n))))
+        r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS)
+        r = fc_cap_check(&s, &cap);
+    if (r == CUDA_SUCCESS && cap) {
+        if (!fc_cap_node(cap, &s, FC_GN_MEMCPY, s.ctx->o.phys, 0))
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+        *captured = 1;
+    }
     fc_unlock();
-    return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    return r;
 }
 
 FC_EXPORT CUresult CUDAAPI cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount)
@@ -419,7 +436,8 @@ FC_EXPORT CUresult CUDAAPI cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void *sr
     FC_BEGIN(cuMemcpyHtoD_v2);
     if (!srcHost && ByteCount)
         return CUDA_ERROR_INVALID_VALUE;
-    return check_dptr(dstDevice, ByteCount);
+    int captured;
+    return copy_op(dstDevice, 0, ByteCount, NULL, 0, &captured);
 }
 
 FC_EXPORT CUresult CUDAAPI cuMemcpyDtoH_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)
@@ -427,7 +445,8 @@ FC_EXPORT CUresult CUDAAPI cuMemcpyDtoH_v2(void *dstHost, CUdeviceptr srcDevice,
     FC_BEGIN(cuMemcpyDtoH_v2);
     if (!dstHost && ByteCount)
         return CUDA_ERROR_INVALID_VALUE;
-    CUresult r = check_dptr(srcDevice, ByteCount);
+    int captured;
+    CUresult r = copy_op(srcDevice, 0, ByteCount, NULL, 0, &captured);
     if (r == CUDA_SUCCESS && ByteCount)
         memset(dstHost, 0, ByteCount); /* no backing store: reads zeros */
     return r;
@@ -436,39 +455,139 @@ FC_EXPORT CUresult CUDAAPI cuMemcpyDtoH_v2(void *dstHost, CUdeviceptr srcDevice,
 FC_EXPORT CUresult CUDAAPI cuMemcpyDtoD_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount)
 {
     FC_BEGIN(cuMemcpyDtoD_v2);
-    CUresult r = check_dptr(dstDevice, ByteCount);
-    return r == CUDA_SUCCESS ? check_dptr(srcDevice, ByteCount) : r;
-}
-
-FC_EXPORT CUresult CUDAAPI cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char uc, size_t N)
-{
-    FC_BEGIN(cuMemsetD8_v2);
-    (void)uc;
-    return check_dptr(dstDevice, N);
+    int captured;
+    if (!dstDevice || !srcDevice)
+        return CUDA_ERROR_INVALID_VALUE;
+    return copy_op(dstDevice, srcDevice, ByteCount, NULL, 0, &captured);
 }
 
 FC_EXPORT CUresult CUDAAPI cuMemcpyHtoDAsync_v2(CUdeviceptr dstDevice, const void *srcHost,
                                                 size_t ByteCount, CUstream hStream)
 {
     FC_BEGIN(cuMemcpyHtoDAsync_v2);
-    (void)hStream;
     if (!srcHost && ByteCount)
         return CUDA_ERROR_INVALID_VALUE;
-    return check_dptr(dstDevice, ByteCount);
+    int captured;
+    return copy_op(dstDevice, 0, ByteCount, hStream, 0, &captured);
 }
 
 FC_EXPORT CUresult CUDAAPI cuMemcpyDtoHAsync_v2(void *dstHost, CUdeviceptr srcDevice,
                                                 size_t ByteCount, CUstream hStream)
 {
     FC_BEGIN(cuMemcpyDtoHAsync_v2);
-    (void)hStream;
     if (!dstHost && ByteCount)
         return CUDA_ERROR_INVALID_VALUE;
-    CUresult r = check_dptr(srcDevice, ByteCount);
-    if (r == CUDA_SUCCESS && ByteCount)
+    int captured;
+    CUresult r = copy_op(srcDevice, 0, ByteCount, hStream, 0, &captured);
+    if (r == CUDA_SUCCESS && ByteCount && !captured)
         memset(dstHost, 0, ByteCount);
     return r;
 }
+
+/* ---- memsets ---------------------------------------------------------------
+ * width elements of `elem` bytes in each of `height` rows `pitch` bytes
+ * apart (1D: one row). The range must lie in live device memory and be
+ * aligned to the element size. The work occupies the stream's device
+ * timeline for bytes * FAKECUDA_MEMSET_NS_PER_MIB / MiB ns (at least 1),
+ * stretched by the DVFS model like kernels; on a capturing stream it is a
+ * graph node of that duration instead. The synchronous variants (`sync`)
+ * use the legacy stream (_ptds: the per-thread default stream) and, like
+ * the real driver's, return before the memset has run; measured on driver
+ * 580, they cannot be captured (a _ptds memset on a capturing per-thread
+ * stream: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, capture invalidated). */
+static CUresult memset_op(CUdeviceptr dst, size_t pitch, unsigned elem, size_t width, size_t height, CUstream h,
+                          int ptsz, int sync)
+{
+    uint64_t row = (uint64_t)width * elem;
+    if (dst % elem || (height > 1 && pitch < row) || (height > 1 && pitch % elem))
+        return CUDA_ERROR_INVALID_VALUE;
+    uint64_t span = height ? (uint64_t)pitch * (height - 1) + row : 0;
+    uint64_t bytes = row * height;
+    uint64_t ns = (uint64_t)((unsigned __int128)bytes * fc_cfg.memset_ns_per_mib / (1024 * 1024));
+    if (!ns)
+        ns = 1;
+    fc_lock();
+    struct fc_sref s;
+    struct fc_capture *cap = NULL;
+    CUresult r = fc_stream_resolve(h, ptsz, &s);
+    if (r == CUDA_SUCCESS)
+        r = fc_dptr_valid(dst, span) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS)
+        r = sync ? fc_cap_uncapturable(&s) : fc_cap_check(&s, &cap);
+    if (r == CUDA_SUCCESS && cap) {
+        if (!fc_cap_node(cap, &s, FC_GN_MEMSET, s.ctx->o.phys, ns))
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+    } else if (r == CUDA_SUCCESS) {
+        fc_enqueue(&s, fc_dvfs_dur(s.ctx->o.phys, ns), 0);
+    }
+    fc_unlock();
+    return r;
+}
+
+/* The 24 memset exports (1D and 2D; synchronous, _ptds, asynchronous,
+ * _ptsz) from one list: (name, element bytes, value type). */
+#define FC_MEMSET_1D(X)                                                                                 \
+    X(D8, 1, unsigned char)                                                                             \
+    X(D16, 2, unsigned short)                                                                           \
+    X(D32, 4, unsigned int)
+
+#define FC_MEMSET_EXPORTS(name, elem, type)                                                                \
+    FC_EXPORT CUresult CUDAAPI cuMemset##name##_v2(CUdeviceptr dst, type v, size_t N)                   \
+    {                                                                                                   \
+        FC_BEGIN(cuMemset##name##_v2);                                                                  \
+        (void)v;                                                                                        \
+        return memset_op(dst, 0, elem, N, 1, NULL, 0, 1);                                               \
+    }                                                                                                   \
+    FC_EXPORT CUresult CUDAAPI cuMemset##name##_v2_ptds(CUdeviceptr dst, type v, size_t N)              \
+    {                                                                                                   \
+        FC_BEGIN(cuMemset##name##_v2_ptds);                                                             \
+        (void)v;                                                                                        \
+        return memset_op(dst, 0, elem, N, 1, NULL, 1, 1);                                               \
+    }                                                                                                   \
+    FC_EXPORT CUresult CUDAAPI cuMemset##name##Async(CUdeviceptr dst, type v, size_t N, CUstream h)     \
+    {                                                                                                   \
+        FC_BEGIN(cuMemset##name##Async);                                                                \
+        (void)v;                                                                                        \
+        return memset_op(dst, 0, elem, N, 1, h, 0, 0);                                                  \
+    }                                                                                                   \
+    FC_EXPORT CUresult CUDAAPI cuMemset##name##Async_ptsz(CUdeviceptr dst, type v, size_t N,            \
+                                                          CUstream h)                                   \
+    {                                                                                                   \
+        FC_BEGIN(cuMemset##name##Async_ptsz);                                                           \
+        (void)v;                                                                                        \
+        return memset_op(dst, 0, elem, N, 1, h, 1, 0);                                                  \
+    }                                                                                                   \
+    FC_EXPORT CUresult CUDAAPI cuMemsetD2##name##_v2(CUdeviceptr dst, size_t pitch, type v, size_t w,   \
+                                                    size_t hgt)                                         \
+    {                                                                                                   \
+        FC_BEGIN(cuMemsetD2##name##_v2);                                                                \
+        (void)v;                                                                                        \
+        return memset_op(dst, pitch, elem, w, hgt, NULL, 0, 1);                                         \
+    }                                                                                                   \
+    FC_EXPORT CUresult CUDAAPI cuMemsetD2##name##_v2_ptds(CUdeviceptr dst, size_t pitch, type v,        \
+                                                         size_t w, size_t hgt)                          \
+    {                                                                                                   \
+        FC_BEGIN(cuMemsetD2##name##_v2_ptds);                                                           \
+        (void)v;                                                                                        \
+        return memset_op(dst, pitch, elem, w, hgt, NULL, 1, 1);                                         \
+    }                                                                                                   \
+    FC_EXPORT CUresult CUDAAPI cuMemsetD2##name##Async(CUdeviceptr dst, size_t pitch, type v, size_t w, \
+                                                      size_t hgt, CUstream h)                           \
+    {                                                                                                   \
+        FC_BEGIN(cuMemsetD2##name##Async);                                                              \
+        (void)v;                                                                                        \
+        return memset_op(dst, pitch, elem, w, hgt, h, 0, 0);                                            \
+    }                                                                                                   \
+    FC_EXPORT CUresult CUDAAPI cuMemsetD2##name##Async_ptsz(CUdeviceptr dst, size_t pitch, type v,      \
+                                                           size_t w, size_t hgt, CUstream h)            \
+    {                                                                                                   \
+        FC_BEGIN(cuMemsetD2##name##Async_ptsz);                                                         \
+        (void)v;                                                                                        \
+        return memset_op(dst, pitch, elem, w, hgt, h, 1, 0);                                            \
+    }
+FC_MEMSET_1D(FC_MEMSET_EXPORTS)
+#undef FC_MEMSET_EXPORTS
+#undef FC_MEMSET_1D
 
 /* ---- host memory (malloc, not device usage) ------------------------------ */
 
@@ -478,6 +597,7 @@ static CUresult host_alloc(void **pp, size_t size)
         return CUDA_ERROR_INVALID_VALUE;
     fc_lock();
     NEED_CTX(c);
+    UNSAFE_GUARD();
     struct fc_host *h = calloc(1, sizeof(*h));
     void *p = h ? malloc(size) : NULL;
     CUresult r = CUDA_SUCCESS;
@@ -515,6 +635,7 @@ FC_EXPORT CUresult CUDAAPI cuMemFreeHost(void *p)
 {
     FC_BEGIN(cuMemFreeHost);
     fc_lock();
+    UNSAFE_GUARD();
     CUresult r = CUDA_ERROR_INVALID_VALUE;
     for (struct fc_host **pp = &g_hosts; *pp; pp = &(*pp)->next)
         if ((*pp)->p == p) {
@@ -683,6 +804,7 @@ static CUresult array_create(struct fc_array **out, const CUDA_ARRAY3D_DESCRIPTO
     uint64_t bytes = round_up(raw, FC_GRANULE);
     fc_lock();
     NEED_CTX(c);
+    UNSAFE_GUARD();
     struct fc_array *a = calloc(1, sizeof(*a));
     CUresult r = CUDA_SUCCESS;
     if (!a) {
@@ -751,6 +873,7 @@ static void array_free(struct fc_array *a)
 static CUresult array_destroy(void *h, int type)
 {
     fc_lock();
+    UNSAFE_GUARD();
     struct fc_array *a = (struct fc_array *)fc_obj_get(h, type);
     if (a)
         array_free(a);
@@ -940,6 +1063,7 @@ FC_EXPORT CUresult CUDAAPI cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
     if (phys < 0)
         return CUDA_ERROR_INVALID_DEVICE;
     fc_lock();
+    UNSAFE_GUARD();
     struct fc_pool *p = (struct fc_pool *)fc_obj_get(pool, FC_T_POOL);
     CUresult r = CUDA_SUCCESS;
     if (!p || p->o.phys != phys)
@@ -964,6 +1088,7 @@ FC_EXPORT CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolPr
     if (phys < 0)
         return CUDA_ERROR_INVALID_DEVICE;
     fc_lock();
+    UNSAFE_GUARD();
     struct fc_pool *p = pool_new(phys, poolProps, 0);
     fc_unlock();
     if (!p)
@@ -976,6 +1101,7 @@ FC_EXPORT CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool)
 {
     FC_BEGIN(cuMemPoolDestroy);
     fc_lock();
+    UNSAFE_GUARD();
     struct fc_pool *p = (struct fc_pool *)fc_obj_get(pool, FC_T_POOL);
     CUresult r = CUDA_SUCCESS;
     if (!p || p->is_default)
@@ -990,6 +1116,7 @@ FC_EXPORT CUresult CUDAAPI cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToK
 {
     FC_BEGIN(cuMemPoolTrimTo);
     fc_lock();
+    UNSAFE_GUARD();
     struct fc_pool *p = (struct fc_pool *)fc_obj_get(pool, FC_T_POOL);
     if (p)
         pool_trim(p, minBytesToKeep);
@@ -1003,6 +1130,7 @@ FC_EXPORT CUresult CUDAAPI cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_at
     if (!value)
         return CUDA_ERROR_INVALID_VALUE;
     fc_lock();
+    UNSAFE_GUARD();
     struct fc_pool *p = (struct fc_pool *)fc_obj_get(pool, FC_T_POOL);
     CUresult r = p ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
     if (p) {
@@ -1030,6 +1158,7 @@ FC_EXPORT CUresult CUDAAPI cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_at
     if (!value)
         return CUDA_ERROR_INVALID_VALUE;
     fc_lock();
+    UNSAFE_GUARD();
     struct fc_pool *p = (struct fc_pool *)fc_obj_get(pool, FC_T_POOL);
     CUresult r = p ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
     if (p) {
@@ -1058,12 +1187,17 @@ FC_EXPORT CUresult CUDAAPI cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_at
     return r;
 }
 
+/* Stream-ordered allocation. On a capturing stream it is a graph memory
+ * allocation node (rounded and accounted as cuGraphAddMemAllocNode: charged
+ * when an exec of the graph is first launched) and the pool is not touched;
+ * elsewhere a potentially unsafe call that allocates from the pool. */
 static CUresult alloc_async(CUdeviceptr *dptr, size_t size, CUmemoryPool pool, CUstream h, int ptsz)
 {
     if (!dptr || !size)
         return CUDA_ERROR_INVALID_VALUE;
     fc_lock();
     struct fc_sref s;
+    struct fc_capture *cap = NULL;
     CUresult r = fc_stream_resolve(h, ptsz, &s);
     struct fc_pool *p = NULL;
     if (r == CUDA_SUCCESS) {
@@ -1072,7 +1206,18 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t size, CUmemoryPool pool, C
             r = CUDA_ERROR_INVALID_VALUE;
     }
     if (r == CUDA_SUCCESS)
-        r = pool_alloc(p, size, dptr);
+        r = fc_cap_check(&s, &cap);
+    if (r == CUDA_SUCCESS && cap) {
+        struct fc_gnode *n = fc_cap_alloc_node(cap, &s, p->o.phys, size);
+        if (n)
+            *dptr = n->dptr;
+        else
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+    } else if (r == CUDA_SUCCESS) {
+        r = fc_cap_unsafe();
+        if (r == CUDA_SUCCESS)
+            r = pool_alloc(p, size, dptr);
+    }
     fc_unlock();
     return r;
 }
@@ -1107,16 +1252,31 @@ FC_EXPORT CUresult CUDAAPI cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_
     return alloc_async(dptr, bytesize, pool, hStream, 1);
 }
 
+/* Stream-ordered free. On a capturing stream it is a graph memory free
+ * node (of a graph allocation or of a pool allocation; the fake frees
+ * nothing when the graph runs); elsewhere a potentially unsafe call. */
 static CUresult free_async(CUdeviceptr dptr, CUstream h, int ptsz)
 {
     fc_lock();
     struct fc_sref s;
+    struct fc_capture *cap = NULL;
     CUresult r = fc_stream_resolve(h, ptsz, &s);
-    if (r == CUDA_SUCCESS) {
-        struct fc_alloc *a = alloc_at(dptr);
-        if (!a || a->kind != A_POOL)
+    if (r == CUDA_SUCCESS)
+        r = fc_cap_check(&s, &cap);
+    if (r == CUDA_SUCCESS && cap) {
+        struct fc_gnode *n = NULL;
+        if (!fc_dptr_valid(dptr, 1))
             r = CUDA_ERROR_INVALID_VALUE;
+        else if (!(n = fc_cap_node(cap, &s, FC_GN_FREE, -1, 0)))
+            r = CUDA_ERROR_OUT_OF_MEMORY;
         else
+            n->dptr = dptr;
+    } else if (r == CUDA_SUCCESS) {
+        r = fc_cap_unsafe();
+        struct fc_alloc *a = r == CUDA_SUCCESS ? alloc_at(dptr) : NULL;
+        if (r == CUDA_SUCCESS && (!a || a->kind != A_POOL))
+            r = CUDA_ERROR_INVALID_VALUE;
+        else if (r == CUDA_SUCCESS)
             pool_free_alloc(a);
     }
     fc_unlock();
@@ -1663,22 +1823,15 @@ FC_EXPORT CUresult CUDAAPI cuDestroyExternalMemory(CUexternalMemory extMem)
 
 /* ---- graphs and graph memory -------------------------------------------- */
 
-FC_EXPORT CUresult CUDAAPI cuGraphCreate(CUgraph *phGraph, unsigned int flags)
+struct fc_graph *fc_graph_new(void)
 {
-    FC_BEGIN(cuGraphCreate);
-    if (!phGraph || flags)
-        return CUDA_ERROR_INVALID_VALUE;
     struct fc_graph *g = calloc(1, sizeof(*g));
-    if (!g)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    fc_lock();
-    fc_obj_add(&g->o, FC_T_GRAPH, -1, NULL, NULL);
-    fc_unlock();
-    *phGraph = (CUgraph)g;
-    return CUDA_SUCCESS;
+    if (g)
+        fc_obj_add(&g->o, FC_T_GRAPH, -1, NULL, NULL);
+    return g;
 }
 
-static void graph_free(struct fc_graph *g)
+void fc_graph_free(struct fc_graph *g)
 {
     struct fc_obj *objs[4096];
     size_t n;
@@ -1688,15 +1841,88 @@ static void graph_free(struct fc_graph *g)
     obj_free(&g->o);
 }
 
+struct fc_gnode *fc_gnode_new(struct fc_graph *g, int kind, int phys, struct fc_gnode *const *deps, size_t n)
+{
+    struct fc_gnode *x = calloc(1, sizeof(*x) + n * sizeof(x->deps[0]));
+    if (!x)
+        return NULL;
+    x->kind = kind;
+    x->seq = g->next_seq++;
+    x->ndeps = n;
+    if (n)
+        memcpy(x->deps, deps, n * sizeof(x->deps[0]));
+    fc_obj_add(&x->o, FC_T_GNODE, phys, NULL, g);
+    return x;
+}
+
+struct fc_gnode *fc_gnode_alloc(struct fc_graph *g, int phys, uint64_t bytes, struct fc_gnode *const *deps,
+                                size_t n)
+{
+    struct fc_gnode *x = fc_gnode_new(g, FC_GN_ALLOC, phys, deps, n);
+    if (x) {
+        x->size = round_up(bytes, FC_GRANULE);
+        x->dptr = fc_va_alloc(phys, x->size);
+    }
+    return x;
+}
+
+FC_EXPORT CUresult CUDAAPI cuGraphCreate(CUgraph *phGraph, unsigned int flags)
+{
+    FC_BEGIN(cuGraphCreate);
+    if (!phGraph || flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    fc_lock();
+    struct fc_graph *g = fc_graph_new();
+    fc_unlock();
+    if (!g)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *phGraph = (CUgraph)g;
+    return CUDA_SUCCESS;
+}
+
 FC_EXPORT CUresult CUDAAPI cuGraphDestroy(CUgraph hGraph)
 {
     FC_BEGIN(cuGraphDestroy);
     fc_lock();
     struct fc_graph *g = (struct fc_graph *)fc_obj_get(hGraph, FC_T_GRAPH);
-    if (g)
-        graph_free(g);
+    CUresult r = !g ? CUDA_ERROR_INVALID_VALUE : fc_cap_graph_busy(g) ? CUDA_ERROR_ILLEGAL_STATE : CUDA_SUCCESS;
+    if (r == CUDA_SUCCESS)
+        fc_graph_free(g);
     fc_unlock();
-    return g ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    return r;
+}
+
+static int node_seq_cmp(const void *a, const void *b)
+{
+    const struct fc_gnode *x = *(struct fc_gnode *const *)a, *y = *(struct fc_gnode *const *)b;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+FC_EXPORT CUresult CUDAAPI cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *numNodes)
+{
+    FC_BEGIN(cuGraphGetNodes);
+    if (!numNodes)
+        return CUDA_ERROR_INVALID_VALUE;
+    fc_lock();
+    struct fc_graph *g = (struct fc_graph *)fc_obj_get(hGraph, FC_T_GRAPH);
+    if (!g) {
+        fc_unlock();
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    static struct fc_obj *objs[4096]; /* under fc_mu */
+    size_t n = fc_obj_collect(objs, 4096, FC_T_GNODE, NULL, g, -1);
+    if (nodes) {
+        size_t k = n < 4096 ? n : 4096;
+        qsort(objs, k, sizeof(objs[0]), node_seq_cmp);
+        for (size_t i = 0; i < *numNodes; i++)
+            nodes[i] = i < k ? (CUgraphNode)objs[i] : NULL;
+        if (*numNodes > n)
+            *numNodes = n;
+    } else {
+        *numNodes = n;
+    }
+    fc_unlock();
+    return CUDA_SUCCESS;
 }
 
 static CUresult check_deps(const CUgraphNode *deps, size_t n, struct fc_graph *g)
@@ -1728,13 +1954,11 @@ FC_EXPORT CUresult CUDAAPI cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgr
     struct fc_graph *g = (struct fc_graph *)fc_obj_get(hGraph, FC_T_GRAPH);
     CUresult r = g ? check_deps(dependencies, numDependencies, g) : CUDA_ERROR_INVALID_VALUE;
     struct fc_gnode *n = NULL;
-    if (r == CUDA_SUCCESS && !(n = calloc(1, sizeof(*n))))
+    if (r == CUDA_SUCCESS &&
+        !(n = fc_gnode_alloc(g, phys, nodeParams->bytesize, (struct fc_gnode *const *)dependencies,
+                             numDependencies)))
         r = CUDA_ERROR_OUT_OF_MEMORY;
     if (r == CUDA_SUCCESS) {
-        n->kind = GN_ALLOC;
-        n->size = round_up(nodeParams->bytesize, FC_GRANULE);
-        n->dptr = fc_va_alloc(phys, n->size);
-        fc_obj_add(&n->o, FC_T_GNODE, phys, NULL, g);
         nodeParams->dptr = n->dptr;
         *phGraphNode = (CUgraphNode)n;
     }
@@ -1755,13 +1979,51 @@ FC_EXPORT CUresult CUDAAPI cuGraphAddMemFreeNode(CUgraphNode *phGraphNode, CUgra
     struct fc_gnode *n = NULL;
     if (r == CUDA_SUCCESS && !fc_dptr_valid(dptr, 1))
         r = CUDA_ERROR_INVALID_VALUE;
-    if (r == CUDA_SUCCESS && !(n = calloc(1, sizeof(*n))))
+    if (r == CUDA_SUCCESS &&
+        !(n = fc_gnode_new(g, FC_GN_FREE, -1, (struct fc_gnode *const *)dependencies, numDependencies)))
         r = CUDA_ERROR_OUT_OF_MEMORY;
     if (r == CUDA_SUCCESS) {
-        n->kind = GN_FREE;
         n->dptr = dptr;
-        fc_obj_add(&n->o, FC_T_GNODE, -1, NULL, g);
         *phGraphNode = (CUgraphNode)n;
+    }
+    fc_unlock();
+    return r;
+}
+
+/* An exec of a graph: its graph memory (allocation nodes) and its work
+ * (kernel and memset nodes, nominal ns) are fixed at instantiation. */
+static CUresult instantiate(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags)
+{
+    if (!phGraphExec)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (flags & ~(unsigned long long)(CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH |
+                                      CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD |
+                                      CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH |
+                                      CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY))
+        return CUDA_ERROR_INVALID_VALUE;
+    fc_lock();
+    CUresult r = fc_cap_unsafe();
+    if (r != CUDA_SUCCESS) {
+        fc_unlock();
+        return r;
+    }
+    struct fc_ctx *c = NULL;
+    fc_cur_ctx(&c);
+    struct fc_graph *g = (struct fc_graph *)fc_obj_get(hGraph, FC_T_GRAPH);
+    struct fc_gexec *x = g ? calloc(1, sizeof(*x)) : NULL;
+    r = !g ? CUDA_ERROR_INVALID_VALUE : !x ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+    if (r == CUDA_SUCCESS) {
+        static struct fc_obj *objs[4096]; /* under fc_mu */
+        size_t n = fc_obj_collect(objs, 4096, FC_T_GNODE, NULL, g, -1);
+        for (size_t i = 0; i < n && i < 4096; i++) {
+            struct fc_gnode *gn = (struct fc_gnode *)objs[i];
+            if (gn->kind == FC_GN_ALLOC)
+                x->bytes[gn->o.phys] += gn->size;
+            if (gn->kind == FC_GN_KERNEL || gn->kind == FC_GN_MEMSET)
+                x->work_ns += gn->work_ns;
+        }
+        fc_obj_add(&x->o, FC_T_GEXEC, c ? c->o.phys : -1, c, NULL);
+        *phGraphExec = (CUgraphExec)x;
     }
     fc_unlock();
     return r;
@@ -1771,32 +2033,40 @@ FC_EXPORT CUresult CUDAAPI cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec,
                                                        unsigned long long flags)
 {
     FC_BEGIN(cuGraphInstantiateWithFlags);
-    if (!phGraphExec)
+    return instantiate(phGraphExec, hGraph, flags);
+}
+
+static CUresult instantiate_params(CUgraphExec *phGraphExec, CUgraph hGraph, CUDA_GRAPH_INSTANTIATE_PARAMS *p,
+                                   int ptsz)
+{
+    if (!p)
         return CUDA_ERROR_INVALID_VALUE;
-    if (flags & ~(unsigned long long)(CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH |
-                                      CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD |
-                                      CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH |
-                                      CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY))
-        return CUDA_ERROR_INVALID_VALUE;
-    fc_lock();
-    struct fc_ctx *c = NULL;
-    fc_cur_ctx(&c);
-    struct fc_graph *g = (struct fc_graph *)fc_obj_get(hGraph, FC_T_GRAPH);
-    struct fc_gexec *x = g ? calloc(1, sizeof(*x)) : NULL;
-    CUresult r = !g ? CUDA_ERROR_INVALID_VALUE : !x ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
-    if (r == CUDA_SUCCESS) {
-        struct fc_obj *objs[4096];
-        size_t n = fc_obj_collect(objs, 4096, FC_T_GNODE, NULL, g, -1);
-        for (size_t i = 0; i < n && i < 4096; i++) {
-            struct fc_gnode *gn = (struct fc_gnode *)objs[i];
-            if (gn->kind == GN_ALLOC)
-                x->bytes[gn->o.phys] += gn->size;
-        }
-        fc_obj_add(&x->o, FC_T_GEXEC, c ? c->o.phys : -1, c, NULL);
-        *phGraphExec = (CUgraphExec)x;
+    if (p->flags & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD) { /* the upload stream must be valid */
+        fc_lock();
+        struct fc_sref s;
+        CUresult r = fc_stream_resolve(p->hUploadStream, ptsz, &s);
+        fc_unlock();
+        if (r != CUDA_SUCCESS)
+            return r;
     }
-    fc_unlock();
+    CUresult r = instantiate(phGraphExec, hGraph, p->flags);
+    p->hErrNode_out = NULL;
+    p->result_out = r == CUDA_SUCCESS ? CUDA_GRAPH_INSTANTIATE_SUCCESS : CUDA_GRAPH_INSTANTIATE_ERROR;
     return r;
+}
+
+FC_EXPORT CUresult CUDAAPI cuGraphInstantiateWithParams(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                                        CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)
+{
+    FC_BEGIN(cuGraphInstantiateWithParams);
+    return instantiate_params(phGraphExec, hGraph, instantiateParams, 0);
+}
+
+FC_EXPORT CUresult CUDAAPI cuGraphInstantiateWithParams_ptsz(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                                             CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)
+{
+    FC_BEGIN(cuGraphInstantiateWithParams_ptsz);
+    return instantiate_params(phGraphExec, hGraph, instantiateParams, 1);
 }
 
 CUresult fc_graph_exec_first_launch(int phys, uint64_t bytes)
@@ -1833,18 +2103,25 @@ FC_EXPORT CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec hGraphExec)
 {
     FC_BEGIN(cuGraphExecDestroy);
     fc_lock();
-    struct fc_gexec *x = (struct fc_gexec *)fc_obj_get(hGraphExec, FC_T_GEXEC);
-    if (x)
-        gexec_free(x);
+    CUresult r = fc_cap_unsafe();
+    struct fc_gexec *x = NULL;
+    if (r == CUDA_SUCCESS) {
+        x = (struct fc_gexec *)fc_obj_get(hGraphExec, FC_T_GEXEC);
+        if (x)
+            gexec_free(x);
+        else
+            r = CUDA_ERROR_INVALID_VALUE;
+    }
     fc_unlock();
-    return x ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    return r;
 }
 
-CUresult fc_graph_launch_memory(void *exec)
+CUresult fc_graph_launch_memory(void *exec, uint64_t *work_ns)
 {
     struct fc_gexec *x = (struct fc_gexec *)fc_obj_get(exec, FC_T_GEXEC);
     if (!x)
         return CUDA_ERROR_INVALID_VALUE;
+    *work_ns = x->work_ns;
     if (x->launched)
         return CUDA_SUCCESS;
     for (int d = 0; d < FAKECUDA_MAX_DEVICES; d++) {
