@@ -19,6 +19,7 @@ cs_limiter_test(limiter_board test_board.c ${CMAKE_SOURCE_DIR}/src/limiter/board
 cs_limiter_test(limiter_share_long test_share.c ARGS long)
 cs_limiter_test(limiter_share_short test_share.c ARGS short)
 cs_limiter_test(limiter_paths test_paths.c)
+cs_limiter_test(limiter_capture test_capture.c)
 foreach(case disable default perdev)
   cs_limiter_test(limiter_policy_${case} test_policy.c ARGS ${case})
 endforeach()

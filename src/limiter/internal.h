@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "hook/runtime.h"
+#include "limiter/capture.h"
 #include "limiter/law.h"
 #include "limiter/limiter.h"
 
@@ -46,8 +47,9 @@ struct cs_lim_ctx {
 
 struct cs_lim_pair {
     CUevent s, e;
-    int64_t est;
+    int64_t est;                 /* ns charged as pending until harvested */
     uint64_t sig;
+    enum cs_lim_kind kind;
 };
 
 /* Recent contention-free GPU time of one launch signature (device mutex

@@ -34,7 +34,13 @@
 
 int cs__lim_armed = 1;
 struct cs_lim_dev cs__lim_devs[CS_MAX_DEVICES];
-struct cushare_limiter_stats cs__lim_stats = {.version = 1};
+struct cushare_limiter_stats cs__lim_stats = {.version = 2};
+
+const struct cs_lim_path_info cs__lim_paths[CS_LIM_NPATHS] = {
+#define CS_LIM_X(sym, variant_, kind_) [CS_LIM_PATH_##sym] = {#sym, variant_, kind_},
+#include "limiter/launch_paths.inc"
+#undef CS_LIM_X
+};
 
 static pthread_mutex_t arm_mu = PTHREAD_MUTEX_INITIALIZER;
 static int arm_decided;          /* atomic */
@@ -73,7 +79,7 @@ CS_EXPORT void cushare_limiter_stats(struct cushare_limiter_stats *out)
     size_t n = (sizeof s - offsetof(struct cushare_limiter_stats, paced_launches)) / 8;
     for (size_t i = 0; i < n; i++)
         dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
-    s.version = 1;
+    s.version = 2;
     s.armed = (uint32_t)__atomic_load_n(&cs__lim_armed, __ATOMIC_RELAXED);
     uint64_t mask = 0;
     for (int d = 0; d < CS_MAX_DEVICES; d++)
@@ -93,6 +99,7 @@ static void on_fork_child(void)
      * (the child re-initialises CUDA). Forget them without touching them. */
     reset_all();
     cs__watch_atfork_child();
+    cs__capture_atfork_child();
     pthread_mutex_init(&arm_mu, NULL);
     __atomic_store_n(&arm_decided, 0, __ATOMIC_RELEASE);
     __atomic_store_n(&cs__lim_armed, 1, __ATOMIC_RELEASE);
@@ -410,7 +417,7 @@ static uint64_t harvest_stream(struct cs_lim_dev *D, struct cs_lim_stream *st, i
                 return got;
             }
             /* A marker that can never complete: drop it, keep the rest. */
-            *est_done += p->est < 0 ? -p->est : p->est;
+            *est_done += p->est;
             D->inflight--;
             st->head = (st->head + 1) % CS_LIM_FIFO;
             st->n--;
@@ -424,13 +431,12 @@ static uint64_t harvest_stream(struct cs_lim_dev *D, struct cs_lim_stream *st, i
             int64_t ns = sig_charge(D, p->sig, (int64_t)((double)ms * 1e6), &w);
             got += (uint64_t)ns;
             *work += (uint64_t)w;
-            int k = p->est < 0 ? CS_LIM_GRAPH : CS_LIM_KERNEL;
-            int64_t *est = &D->est[k];
+            int64_t *est = &D->est[p->kind];
             *est = *est ? *est + (ns - *est) / 4 : ns;
         }
         D->measured++;
         CS_LIM_STAT_ADD(measured, 1);
-        *est_done += p->est < 0 ? -p->est : p->est;
+        *est_done += p->est;
         D->inflight--;
         pool_put(st->cx, p->s);
         pool_put(st->cx, p->e);
@@ -445,9 +451,15 @@ void cs__lim_harvest_locked(int d, int64_t now)
     struct cs_lim_dev *D = &cs__lim_devs[d];
     uint64_t own = 0, work = 0;
     int64_t est_done = 0;
-    for (int i = 0; i < D->nstreams; i++)
-        if (D->streams[i]->n)
-            own += harvest_stream(D, D->streams[i], &est_done, &work);
+    if (D->inflight) {
+        /* Event queries: never in a mode that would invalidate a capture. */
+        struct cs_capture_guard g;
+        cs__capture_unsafe_begin(&g);
+        for (int i = 0; i < D->nstreams; i++)
+            if (D->streams[i]->n)
+                own += harvest_stream(D, D->streams[i], &est_done, &work);
+        cs__capture_unsafe_end(&g);
+    }
     if (own) {
         struct cs_ledger_slot *s = cs__lim_my_slot();
         if (s)
@@ -475,6 +487,99 @@ static CUcontext ctx_of(CUstream s)
     return ctx;
 }
 
+/* Starts the law when pacing is engaged, stops it when not, and follows
+ * the share the watcher asks for (device mutex held). */
+static bool law_follow(struct cs_lim_dev *D, int dev, int64_t now)
+{
+    bool engaged = __atomic_load_n(&D->engaged, __ATOMIC_RELAXED);
+    if (engaged && !D->law_running) {
+        cs__law_start(&D->law, cs__lim_clock(dev), D->pct, now);
+        if (cs_rt.cfg.sm_burst_us)
+            cs__law_set_ahead(&D->law, (int64_t)cs_rt.cfg.sm_burst_us * 1000);
+        D->law_running = 1;
+    } else if (!engaged) {
+        D->law_running = 0;
+    }
+    uint32_t want = __atomic_load_n(&D->share_pm, __ATOMIC_RELAXED);
+    if (D->law_running && want && want != D->law.share_pm)
+        cs__law_set_share(&D->law, want);
+    return engaged;
+}
+
+/* Sleeps one pacing slice outside the device mutex. */
+static void pace_sleep(struct cs_lim_dev *D, int64_t wait)
+{
+    if (wait > CS_LIM_SLEEP_MAX_NS)
+        wait = CS_LIM_SLEEP_MAX_NS;
+    CS_LIM_STAT_ADD(sleeps, 1);
+    int64_t t0 = cs__lim_now();
+    cs__lim_sleep(wait);
+    uint64_t slept = (uint64_t)(cs__lim_now() - t0);
+    CS_LIM_STAT_ADD(sleep_ns, slept);
+    __atomic_fetch_add(&D->sleep_ns, slept, __ATOMIC_RELAXED);
+}
+
+/* Waits until the law lets the next launch of device `dev` go; returns
+ * with the device mutex held, the stream record found (or NULL) and
+ * whether pacing is engaged. */
+static struct cs_lim_stream *wait_turn(struct cs_lim_dev *D, struct cs_lim_ctx *cx,
+                                       uintptr_t key, CUstream rec, bool *engaged)
+{
+    for (;;) {
+        int64_t now = cs__lim_now();
+        pthread_mutex_lock(&D->mu);
+        *engaged = law_follow(D, cx->dev, now);
+        cs__lim_harvest_locked(cx->dev, now);
+        int64_t wait = *engaged ? cs__law_wait(&D->law, now) : 0;
+        struct cs_lim_stream *st = stream_get(D, cx, key, rec, now);
+        /* Until a first measurement gives an estimate, keep at most two
+         * launches in flight; a full FIFO waits for the GPU too. */
+        if (!wait && ((D->measured == 0 && D->inflight >= 2) || (st && st->n >= CS_LIM_FIFO)))
+            wait = 200000;
+        if (!wait)
+            return st;
+        pthread_mutex_unlock(&D->mu);
+        pace_sleep(D, wait);
+    }
+}
+
+/* Issues the ticket for a launch whose turn has come (device mutex held):
+ * an estimate only, or a start marker recorded on `rec`. */
+static void issue_ticket(struct cs_lim_ticket *t, struct cs_lim_dev *D, struct cs_lim_ctx *cx,
+                         struct cs_lim_stream *st, CUstream rec, bool engaged)
+{
+    int64_t est = sig_estimate(D, t->sig);
+    if (est <= 0)
+        est = D->est[t->kind];
+    t->est = (uint64_t)(est > 0 ? est : 0);
+    /* Well under the share (or not pacing at all), a sample of the
+     * launches is enough: the others are charged by estimate. */
+    bool estimate_only = est > 0 && (!engaged || cs__law_well_under(&D->law, cs__lim_now())) &&
+                         D->launches++ % CS_LIM_SAMPLE != 0;
+    if (st && estimate_only) {
+        st->tickets++;
+        t->stream = st;
+        t->start = NULL;
+        return;
+    }
+    CUevent ev = st ? pool_get(cx) : NULL;
+    if (ev) {
+        CUresult r = record(ev, rec);
+        if (r != CUDA_SUCCESS) {
+            if (ctx_gone(r))
+                ctx_lost(D, cx);
+            else
+                pool_put(cx, ev);
+            ev = NULL;
+        }
+    }
+    if (ev) {
+        st->tickets++;
+        t->stream = st;
+        t->start = ev;
+    }
+}
+
 void cs__limiter_pace(struct cs_lim_ticket *t, CUstream stream, enum cs_lim_path path,
                       uint64_t sig)
 {
@@ -485,148 +590,96 @@ void cs__limiter_pace(struct cs_lim_ticket *t, CUstream stream, enum cs_lim_path
     if (!cs_drv.cuEventRecord || !cs_drv.cuEventQuery || !cs_drv.cuCtxGetCurrent ||
         (!cs_drv.cuEventElapsedTime_v2 && !cs_drv.cuEventElapsedTime))
         return;
-    const bool ptsz = path & 1;
-    const bool graph = path >= CS_LIM_PATH_cuGraphLaunch;
+    const struct cs_lim_path_info *pi = &cs__lim_paths[path];
     CUstream rec = stream;
     if (rec == NULL)
-        rec = ptsz ? CU_STREAM_PER_THREAD : CU_STREAM_LEGACY;
+        rec = pi->variant != CS_PLAIN ? CU_STREAM_PER_THREAD : CU_STREAM_LEGACY;
+    if (cs__capture_stream_captured(rec)) {
+        CS_LIM_STAT_ADD(captured, 1);
+        return;
+    }
     uintptr_t key = rec == CU_STREAM_PER_THREAD ? (uintptr_t)&per_thread_key : (uintptr_t)rec;
     CUcontext ctx = ctx_of(rec);
     if (!ctx)
         return;
     struct cs_lim_ctx *cx = ctx_get(ctx);
-    if (!cx)
-        return;
-    struct cs_lim_dev *D = &cs__lim_devs[cx->dev];
-    if (!D->pct) /* written once at arming, before arm_decided */
-        return;
-    CS_LIM_STAT_ADD(paced_launches, 1);
-    CS_LIM_STAT_ADD(launches_by_path[path], 1);
-
-    for (;;) {
-        int64_t now = cs__lim_now();
-        pthread_mutex_lock(&D->mu);
-        bool engaged = __atomic_load_n(&D->engaged, __ATOMIC_RELAXED);
-        if (engaged && !D->law_running) {
-            cs__law_start(&D->law, cs__lim_clock(cx->dev), D->pct, now);
-            if (cs_rt.cfg.sm_burst_us)
-                cs__law_set_ahead(&D->law, (int64_t)cs_rt.cfg.sm_burst_us * 1000);
-            D->law_running = 1;
-        } else if (!engaged) {
-            D->law_running = 0;
-        }
-        uint32_t want = __atomic_load_n(&D->share_pm, __ATOMIC_RELAXED);
-        if (D->law_running && want && want != D->law.share_pm)
-            cs__law_set_share(&D->law, want);
-        cs__lim_harvest_locked(cx->dev, now);
-        int64_t wait = engaged ? cs__law_wait(&D->law, now) : 0;
-        struct cs_lim_stream *st = stream_get(D, cx, key, rec, now);
-        /* Until a first measurement gives an estimate, keep at most two
-         * launches in flight; a full FIFO waits for the GPU too. */
-        if (!wait && ((D->measured == 0 && D->inflight >= 2) || (st && st->n >= CS_LIM_FIFO)))
-            wait = 200000;
-        if (wait) {
-            pthread_mutex_unlock(&D->mu);
-            if (wait > CS_LIM_SLEEP_MAX_NS)
-                wait = CS_LIM_SLEEP_MAX_NS;
-            CS_LIM_STAT_ADD(sleeps, 1);
-            int64_t t0 = cs__lim_now();
-            cs__lim_sleep(wait);
-            uint64_t slept = (uint64_t)(cs__lim_now() - t0);
-            CS_LIM_STAT_ADD(sleep_ns, slept);
-            __atomic_fetch_add(&D->sleep_ns, slept, __ATOMIC_RELAXED);
-            continue;
-        }
-        int64_t est = sig_estimate(D, sig);
-        if (est <= 0)
-            est = D->est[graph ? CS_LIM_GRAPH : CS_LIM_KERNEL];
+    struct cs_lim_dev *D = cx ? &cs__lim_devs[cx->dev] : NULL;
+    if (D && D->pct) { /* pct: written once at arming, before arm_decided */
+        CS_LIM_STAT_ADD(paced_launches, 1);
+        CS_LIM_STAT_ADD(launches_by_path[path], 1);
         t->sig = sig;
-        /* The sign of est carries the kind to the harvest (graphs < 0). */
-        t->est = (uint64_t)(graph ? -(est > 0 ? est : 1) : est);
-        /* Well under the share (or not pacing at all), a sample of the
-         * launches is enough: the others are charged by estimate. */
-        bool estimate_only = est > 0 && (!engaged || cs__law_well_under(&D->law, now)) &&
-                      D->launches++ % CS_LIM_SAMPLE != 0;
-        if (st && estimate_only) {
-            st->tickets++;
-            t->stream = st;
-            t->start = NULL;
-            pthread_mutex_unlock(&D->mu);
-            return;
-        }
-        CUevent ev = st ? pool_get(cx) : NULL;
-        if (ev) {
-            CUresult r = record(ev, rec);
-            if (r != CUDA_SUCCESS) {
-                if (ctx_gone(r))
-                    ctx_lost(D, cx);
-                else
-                    pool_put(cx, ev);
-                ev = NULL;
-            }
-        }
-        if (ev) {
-            st->tickets++;
-            t->stream = st;
-            t->start = ev;
-        }
+        t->kind = pi->kind;
+        bool engaged;
+        struct cs_lim_stream *st = wait_turn(D, cx, key, rec, &engaged);
+        struct cs_capture_guard g;
+        cs__capture_unsafe_begin(&g);
+        issue_ticket(t, D, cx, st, rec, engaged);
+        cs__capture_unsafe_end(&g);
         pthread_mutex_unlock(&D->mu);
-        return;
     }
 }
 
-void cs__limiter_measure(struct cs_lim_ticket *t, CUresult launched)
+/* Charges a launch that was not sampled at its estimate (device mutex
+ * held). */
+static void charge_estimate(struct cs_lim_dev *D, int dev, const struct cs_lim_ticket *t)
 {
-    struct cs_lim_stream *st = t->stream;
-    struct cs_lim_ctx *cx = st->cx;
-    struct cs_lim_dev *D = &cs__lim_devs[cx->dev];
-    int64_t est = (int64_t)t->est;
-    pthread_mutex_lock(&D->mu);
-    st->tickets--;
-    if (!t->start) {
-        /* Not sampled: charge what such a launch is measured to take. */
-        uint64_t ns = (uint64_t)(est < 0 ? -est : est);
-        if (launched == CUDA_SUCCESS && ns) {
-            struct cs_ledger_slot *s = cs__lim_my_slot();
-            if (s)
-                __atomic_fetch_add(&s->gpu_ns[cx->dev], ns, __ATOMIC_RELAXED);
-            __atomic_fetch_add(&D->own_total, ns, __ATOMIC_RELAXED);
-            __atomic_fetch_add(&D->own_work, (uint64_t)sig_work(D, t->sig, (int64_t)ns),
-                               __ATOMIC_RELAXED);
-            if (D->law_running)
-                cs__law_charge(&D->law, ns, 0, cs__lim_now());
-        }
-        pthread_mutex_unlock(&D->mu);
+    uint64_t ns = t->est;
+    if (!ns)
         return;
-    }
+    struct cs_ledger_slot *s = cs__lim_my_slot();
+    if (s)
+        __atomic_fetch_add(&s->gpu_ns[dev], ns, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&D->own_total, ns, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&D->own_work, (uint64_t)sig_work(D, t->sig, (int64_t)ns), __ATOMIC_RELAXED);
+    if (D->law_running)
+        cs__law_charge(&D->law, ns, 0, cs__lim_now());
+}
+
+/* Records the end marker of a sampled launch and queues the pair (device
+ * mutex held). */
+static void queue_pair(struct cs_lim_dev *D, struct cs_lim_stream *st,
+                       const struct cs_lim_ticket *t, CUresult launched)
+{
+    struct cs_lim_ctx *cx = st->cx;
     CUevent e = launched == CUDA_SUCCESS ? pool_get(cx) : NULL;
     CUresult r = e ? record(e, st->rec) : CUDA_SUCCESS;
-    if (r != CUDA_SUCCESS) {
-        if (ctx_gone(r)) {
-            ctx_lost(D, cx);
-        } else {
-            pool_put(cx, t->start);
-            pool_put(cx, e);
-        }
-        pthread_mutex_unlock(&D->mu);
+    if (r != CUDA_SUCCESS && ctx_gone(r)) {
+        ctx_lost(D, cx);
         return;
     }
-    if (!e || st->n >= CS_LIM_FIFO) {
+    if (r != CUDA_SUCCESS || !e || st->n >= CS_LIM_FIFO) {
         pool_put(cx, t->start);
         pool_put(cx, e);
-        pthread_mutex_unlock(&D->mu);
         return;
     }
     struct cs_lim_pair *p = &st->fifo[(st->head + st->n) % CS_LIM_FIFO];
     p->s = t->start;
     p->e = e;
-    p->est = est;
+    p->est = (int64_t)t->est;
     p->sig = t->sig;
+    p->kind = t->kind;
     st->n++;
     D->inflight++;
-    cs__law_pending(&D->law, est < 0 ? -est : est);
-    pthread_mutex_unlock(&D->mu);
+    cs__law_pending(&D->law, (int64_t)t->est);
     struct cs_ledger_slot *s = cs__lim_my_slot();
     if (s)
         __atomic_store_n(&s->last_launch_ns[cx->dev], (uint64_t)cs__lim_now(), __ATOMIC_RELAXED);
+}
+
+void cs__limiter_measure(struct cs_lim_ticket *t, CUresult launched)
+{
+    struct cs_lim_stream *st = t->stream;
+    struct cs_lim_dev *D = &cs__lim_devs[st->cx->dev];
+    pthread_mutex_lock(&D->mu);
+    st->tickets--;
+    if (!t->start) {
+        if (launched == CUDA_SUCCESS)
+            charge_estimate(D, st->cx->dev, t);
+    } else {
+        struct cs_capture_guard g;
+        cs__capture_unsafe_begin(&g);
+        queue_pair(D, st, t, launched);
+        cs__capture_unsafe_end(&g);
+    }
+    pthread_mutex_unlock(&D->mu);
 }

@@ -16,8 +16,8 @@
 
 #include "hook/hooks.h"
 
-/* What a launch measures. */
-enum cs_lim_kind { CS_LIM_KERNEL = 0, CS_LIM_GRAPH = 1, CS_LIM_NKINDS };
+/* What a launch is: its kind keeps its own estimate of GPU time. */
+enum cs_lim_kind { CS_LIM_KERNEL = 0, CS_LIM_GRAPH = 1, CS_LIM_MEMSET = 2, CS_LIM_NKINDS };
 
 /* Carried from before_launch to after_launch on the caller's stack. */
 struct cs_lim_ticket {
@@ -26,30 +26,29 @@ struct cs_lim_ticket {
                            not sampled, charge the estimate instead */
     uint64_t est;       /* GPU time expected of this launch (ns) */
     uint64_t sig;       /* kernel signature (cs__lim_sig_*), 0 = unknown */
+    enum cs_lim_kind kind;
 };
 
 /* Nonzero while some device of this process may need pacing or
  * measuring; 0 once the limiter decided it has nothing to do. */
 extern int cs__lim_armed;
 
-/* Launch wrappers, in pairs: even = legacy default stream, odd = the
- * per-thread-default-stream (_ptsz) variant of the same entry point. */
-#define CS_LIM_PATHS(X)                            \
-    X(cuLaunchKernel)                              \
-    X(cuLaunchKernel_ptsz)                         \
-    X(cuLaunchKernelEx)                            \
-    X(cuLaunchKernelEx_ptsz)                       \
-    X(cuLaunchCooperativeKernel)                   \
-    X(cuLaunchCooperativeKernel_ptsz)              \
-    X(cuGraphLaunch)                               \
-    X(cuGraphLaunch_ptsz)
-
+/* One path per launch wrapper: the KERNEL, GRAPHRUN and MEMSET rows of
+ * hooks.def (launch_paths.inc). */
 enum cs_lim_path {
-#define CS_X(sym) CS_LIM_PATH_##sym,
-    CS_LIM_PATHS(CS_X)
-#undef CS_X
+#define CS_LIM_X(sym, variant, kind) CS_LIM_PATH_##sym,
+#include "limiter/launch_paths.inc"
+#undef CS_LIM_X
     CS_LIM_NPATHS
 };
+
+struct cs_lim_path_info {
+    const char *name;            /* the exported symbol */
+    enum cs_variant variant;     /* PTSZ/PTDS: NULL is the per-thread stream */
+    enum cs_lim_kind kind;
+};
+
+extern const struct cs_lim_path_info cs__lim_paths[CS_LIM_NPATHS];
 
 void cs__limiter_pace(struct cs_lim_ticket *t, CUstream stream, enum cs_lim_path path,
                       uint64_t sig);
@@ -89,6 +88,15 @@ static inline uint64_t cs__lim_sig_graph(const void *exec)
     return h ? h : 1;
 }
 
+/* A memset's time depends on the bytes it writes and their shape. */
+static inline uint64_t cs__lim_sig_memset(size_t elem, size_t width, size_t height)
+{
+    uint64_t h = cs__lim_sig_mix(0x4d454d534554ull, (uint64_t)elem);
+    h = cs__lim_sig_mix(h, (uint64_t)width);
+    h = cs__lim_sig_mix(h, (uint64_t)height);
+    return h ? h : 1;
+}
+
 /* `sig` is an expression evaluated only when the limiter is armed. */
 #define cs__limiter_before_launch(t_, stream_, path_, sig_)                         \
     do {                                                                           \
@@ -107,7 +115,7 @@ static inline void cs__limiter_after_launch(struct cs_lim_ticket *t, CUresult la
  * Exported as cushare_limiter_stats() so a test can read them through
  * dlsym without linking internals. */
 struct cushare_limiter_stats {
-    uint32_t version;           /* 1 */
+    uint32_t version;           /* 2: launches_by_path follows hooks.def */
     uint32_t armed;             /* the fast-path flag */
     uint64_t paced_launches;    /* launches that went through the slow path */
     uint64_t measured;          /* start/end pairs harvested */
@@ -116,7 +124,10 @@ struct cushare_limiter_stats {
     uint64_t sleep_ns;          /* total time slept by pacing */
     uint64_t parks;             /* suspend checkpoint parks */
     uint64_t engaged_mask;      /* bit d: pacing engaged on device d now */
-    uint64_t launches_by_path[8]; /* per enum cs_lim_path, slow path only */
+    uint64_t captured;          /* launches passed through untouched because
+                                   their stream was capturing */
+    uint64_t launches_by_path[CS_LIM_NPATHS]; /* per enum cs_lim_path,
+                                                 slow path only */
 };
 
 #endif

@@ -540,6 +540,9 @@ static void tick(int64_t now)
 static void *watcher(void *arg)
 {
     (void)arg;
+    /* Harvests query events, the probe allocates: calls a GLOBAL-mode
+     * capture in an application thread forbids to every other thread. */
+    cs__capture_relax_thread();
     if (!cs__drv_load_nvml() && cs_drv.nvmlInit_v2 && cs_drv.nvmlInit_v2() == NVML_SUCCESS)
         W.nvml_ok = true;
     else

@@ -12,6 +12,7 @@
 #include <pthread.h>
 
 #include "core/log.h"
+#include "limiter/capture.h"
 #include "mem/admit.h"
 
 /* Serialises charge updates of one process's pools so a read of the
@@ -19,13 +20,18 @@
  * an allocation call. */
 static pthread_mutex_t settle_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* The driver forbids pool attribute reads to a thread in GLOBAL capture
+ * mode while any GLOBAL capture is open: read in relaxed mode then. */
 static uint64_t pool_reserved(CUmemoryPool pool)
 {
     cuuint64_t v = 0;
-    if (!cs_drv.cuMemPoolGetAttribute ||
-        cs_drv.cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &v) != CUDA_SUCCESS)
-        return UINT64_MAX;
-    return v;
+    struct cs_capture_guard g;
+    cs__capture_unsafe_begin(&g);
+    CUresult r = cs_drv.cuMemPoolGetAttribute
+                     ? cs_drv.cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &v)
+                     : CUDA_ERROR_NOT_FOUND;
+    cs__capture_unsafe_end(&g);
+    return r == CUDA_SUCCESS ? v : UINT64_MAX;
 }
 
 /* Settles `pool`'s charge to its reserved size, using `hold` bytes already
@@ -62,9 +68,26 @@ typedef CUresult(CUDAAPI *alloc_async_fn)(CUdeviceptr *, size_t, CUstream);
 typedef CUresult(CUDAAPI *alloc_pool_fn)(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
 typedef CUresult(CUDAAPI *free_async_fn)(CUdeviceptr, CUstream);
 
-static CUresult alloc_async(alloc_async_fn fn_dev, alloc_pool_fn fn_pool, free_async_fn fn_free,
-                            CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream s)
+/* On a capturing stream an allocation is a graph node, not pool memory:
+ * nothing is reserved in a pool now, and the graph's memory is charged
+ * when it is launched (graph.c). So it passes through, refused early only
+ * when it alone could never fit the budget, like an explicit node. */
+static CUresult alloc_captured(alloc_async_fn fn_dev, alloc_pool_fn fn_pool, CUdeviceptr *dptr,
+                               size_t bytesize, CUmemoryPool pool, CUstream s)
 {
+    int dev = cs__current_device();
+    uint64_t limit = dev >= 0 ? cs__device_limit(dev) : 0;
+    if (limit && bytesize > limit)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    return fn_pool ? fn_pool(dptr, bytesize, pool, s) : fn_dev(dptr, bytesize, s);
+}
+
+static CUresult alloc_async(alloc_async_fn fn_dev, alloc_pool_fn fn_pool, free_async_fn fn_free,
+                            CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream s,
+                            bool ptsz)
+{
+    if (cs__capture_stream_captured(s ? s : ptsz ? CU_STREAM_PER_THREAD : CU_STREAM_LEGACY))
+        return alloc_captured(fn_dev, fn_pool, dptr, bytesize, pool, s);
     int dev = cs__current_device();
     if (!pool && dev >= 0)
         pool = current_pool(dev);
@@ -89,14 +112,14 @@ CUresult CUDAAPI cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hS
 {
     CS_ENTER(cuMemAllocAsync);
     return alloc_async(cs_real.cuMemAllocAsync, NULL, cs_real.cuMemFreeAsync, dptr, bytesize, NULL,
-                       hStream);
+                       hStream, false);
 }
 
 CUresult CUDAAPI cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 {
     CS_ENTER(cuMemAllocAsync_ptsz);
     return alloc_async(cs_real.cuMemAllocAsync_ptsz, NULL, cs_real.cuMemFreeAsync_ptsz, dptr,
-                       bytesize, NULL, hStream);
+                       bytesize, NULL, hStream, true);
 }
 
 CUresult CUDAAPI cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
@@ -104,7 +127,7 @@ CUresult CUDAAPI cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUm
 {
     CS_ENTER(cuMemAllocFromPoolAsync);
     return alloc_async(NULL, cs_real.cuMemAllocFromPoolAsync, cs_real.cuMemFreeAsync, dptr,
-                       bytesize, pool, hStream);
+                       bytesize, pool, hStream, false);
 }
 
 CUresult CUDAAPI cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
@@ -112,7 +135,7 @@ CUresult CUDAAPI cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize
 {
     CS_ENTER(cuMemAllocFromPoolAsync_ptsz);
     return alloc_async(NULL, cs_real.cuMemAllocFromPoolAsync_ptsz, cs_real.cuMemFreeAsync_ptsz,
-                       dptr, bytesize, pool, hStream);
+                       dptr, bytesize, pool, hStream, true);
 }
 
 /* A synchronous cuMemAlloc pointer freed with cuMemFreeAsync is ours to

@@ -10,10 +10,13 @@
  *                  [--gap-us G] [--device D] [--stream] [--out FILE]
  *                  [--count N] [--mode launch|signals|idle]
  *
- * --path is one of the eight launch wrappers (cuLaunchKernel, ..._ptsz,
- * cuLaunchKernelEx, cuLaunchCooperativeKernel, cuGraphLaunch, ...).
+ * --path is one of the limiter's launch paths (launch_paths.inc: every
+ * KERNEL, GRAPHRUN and MEMSET row of hooks.def, e.g. cuLaunchKernel_ptsz,
+ * cuGraphLaunch, cuLaunchGrid, cuMemsetD32Async).
  * --stream launches to a created stream instead of the default stream.
  * --count launches exactly N kernels instead of running for --secs.
+ * --mode capture captures graphs under the limiter in every capture mode
+ * (capture_check below), then replays the last one for --secs.
  */
 #define _GNU_SOURCE
 #define __CUDA_API_VERSION_INTERNAL 1
@@ -22,6 +25,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,10 +51,13 @@ static int64_t now_ns(void)
         }                                                                              \
     } while (0)
 
-static const char *paths[] = {
-#define CS_X(sym) #sym,
-    CS_LIM_PATHS(CS_X)
-#undef CS_X
+static const struct {
+    const char *name;
+    int per_thread; /* a NULL stream is the per-thread default stream */
+} paths[] = {
+#define CS_LIM_X(sym, variant, kind) {#sym, variant != CS_PLAIN},
+#include "limiter/launch_paths.inc"
+#undef CS_LIM_X
 };
 
 static volatile sig_atomic_t usr1_before, usr1_after;
@@ -84,7 +91,8 @@ static void write_stats(const char *out, uint64_t launches, int64_t elapsed)
             (unsigned long long)s.sleep_ns, (unsigned long long)s.parks,
             (unsigned long long)s.engaged_mask);
     for (int i = 0; i < CS_LIM_NPATHS; i++)
-        fprintf(f, "path_%s %llu\n", paths[i], (unsigned long long)s.launches_by_path[i]);
+        fprintf(f, "path_%s %llu\n", paths[i].name, (unsigned long long)s.launches_by_path[i]);
+    fprintf(f, "captured %llu\n", (unsigned long long)s.captured);
     fprintf(f, "usr1_before %d\nusr1_after %d\n", (int)usr1_before, (int)usr1_after);
     fclose(f);
 }
@@ -153,6 +161,263 @@ static int signals_check(CUfunction fn, const char *out)
     return 0;
 }
 
+/* What one launch of a path puts on the GPU. */
+struct target {
+    CUfunction fn;
+    unsigned blocks;
+    CUstream stream;
+    CUgraphExec exec;
+    CUdeviceptr buf;         /* memset paths */
+};
+
+/* A memset writes as many bytes as --blocks asks, in KiB. */
+static size_t memset_bytes(unsigned blocks)
+{
+    return (size_t)blocks * 1024;
+}
+
+/* One launch through path p. The memset calls are generated from the
+ * MEMSET rows of hooks.def: the locals below carry the parameter names
+ * the table gives them. */
+static CUresult launch_path(int p, const struct target *t)
+{
+    CUlaunchAttribute coop = {.id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE};
+    coop.value.cooperative = 0;
+    CUlaunchConfig cfg = {.gridDimX = t->blocks, .gridDimY = 1, .gridDimZ = 1, .blockDimX = 128,
+                          .blockDimY = 1, .blockDimZ = 1, .hStream = t->stream, .attrs = &coop,
+                          .numAttrs = 1};
+    CUDA_LAUNCH_PARAMS multi = {.function = t->fn, .gridDimX = t->blocks, .gridDimY = 1,
+                                .gridDimZ = 1, .blockDimX = 128, .blockDimY = 1, .blockDimZ = 1,
+                                .hStream = t->stream};
+    CUdeviceptr dstDevice = t->buf;
+    unsigned char uc = 1;
+    unsigned short us = 1;
+    unsigned int ui = 1;
+    size_t N = memset_bytes(t->blocks) / 4, Height = 4, Width = N / Height, dstPitch = Width * 4;
+    CUstream hStream = t->stream;
+    (void)dstDevice, (void)uc, (void)us, (void)ui, (void)N, (void)Height, (void)Width;
+    (void)dstPitch, (void)hStream;
+    switch (p) {
+    case CS_LIM_PATH_cuLaunchKernel:
+        return cuLaunchKernel(t->fn, t->blocks, 1, 1, 128, 1, 1, 0, t->stream, NULL, NULL);
+    case CS_LIM_PATH_cuLaunchKernel_ptsz:
+        return cuLaunchKernel_ptsz(t->fn, t->blocks, 1, 1, 128, 1, 1, 0, t->stream, NULL, NULL);
+    case CS_LIM_PATH_cuLaunchKernelEx:
+        return cuLaunchKernelEx(&cfg, t->fn, NULL, NULL);
+    case CS_LIM_PATH_cuLaunchKernelEx_ptsz:
+        return cuLaunchKernelEx_ptsz(&cfg, t->fn, NULL, NULL);
+    case CS_LIM_PATH_cuLaunchCooperativeKernel:
+        return cuLaunchCooperativeKernel(t->fn, t->blocks, 1, 1, 128, 1, 1, 0, t->stream, NULL);
+    case CS_LIM_PATH_cuLaunchCooperativeKernel_ptsz:
+        return cuLaunchCooperativeKernel_ptsz(t->fn, t->blocks, 1, 1, 128, 1, 1, 0, t->stream,
+                                              NULL);
+    case CS_LIM_PATH_cuGraphLaunch:
+        return cuGraphLaunch(t->exec, t->stream);
+    case CS_LIM_PATH_cuGraphLaunch_ptsz:
+        return cuGraphLaunch_ptsz(t->exec, t->stream);
+    case CS_LIM_PATH_cuLaunch:
+        return cuLaunch(t->fn);
+    case CS_LIM_PATH_cuLaunchGrid:
+        return cuLaunchGrid(t->fn, (int)t->blocks, 1);
+    case CS_LIM_PATH_cuLaunchGridAsync:
+        return cuLaunchGridAsync(t->fn, (int)t->blocks, 1, t->stream);
+    case CS_LIM_PATH_cuLaunchCooperativeKernelMultiDevice:
+        return cuLaunchCooperativeKernelMultiDevice(&multi, 1, 0);
+#define MS_CASE_MEMSET(sym, args) \
+    case CS_LIM_PATH_##sym:       \
+        return sym args;
+#define MS_CASE_INIT(sym, args)
+#define MS_CASE_VIEW(sym, args)
+#define MS_CASE_CTX(sym, args)
+#define MS_CASE_MEM(sym, args)
+#define MS_CASE_POOL(sym, args)
+#define MS_CASE_VMM(sym, args)
+#define MS_CASE_GRAPH(sym, args)
+#define MS_CASE_CAPTURE(sym, args)
+#define MS_CASE_KERNEL(sym, args)
+#define MS_CASE_GRAPHRUN(sym, args)
+#define CS_CU(base, sym, since, variant, family, params, args) MS_CASE_##family(sym, args)
+#define CS_NVML(sym, family, params, args)
+#include "hook/hooks.def"
+#undef CS_CU
+#undef CS_NVML
+    }
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+/* ---- capture under the limiter -------------------------------------------- */
+
+static uint64_t stat_of(size_t offset)
+{
+    struct cushare_limiter_stats s;
+    memset(&s, 0, sizeof s);
+    void (*get)(struct cushare_limiter_stats *) =
+        (void (*)(struct cushare_limiter_stats *))dlsym(RTLD_DEFAULT, "cushare_limiter_stats");
+    if (get)
+        get(&s);
+    return *(uint64_t *)((char *)&s + offset);
+}
+#define STAT(field) stat_of(offsetof(struct cushare_limiter_stats, field))
+
+/* A second application thread launching (not capturing) on its own
+ * stream while the main thread captures: its launches are paced and
+ * measured, and none of that may touch the capture. */
+static struct {
+    pthread_barrier_t go, done;
+    CUcontext ctx;
+    CUfunction fn;
+    unsigned blocks;
+    int rounds;
+} bg;
+
+static void *bg_launcher(void *arg)
+{
+    (void)arg;
+    CK(cuCtxSetCurrent(bg.ctx));
+    CUstream s;
+    CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    for (int r = 0; r < bg.rounds; r++) {
+        pthread_barrier_wait(&bg.go);
+        for (int i = 0; i < 16; i++)
+            CK(cuLaunchKernel(bg.fn, bg.blocks, 1, 1, 128, 1, 1, 0, s, NULL, NULL));
+        pthread_barrier_wait(&bg.done);
+    }
+    return NULL;
+}
+
+/* Waits (bounded, CS_TEST_SCALE) until the watcher has harvested a
+ * measurement: nobody else calls the limiter meanwhile. */
+static void wait_watcher_harvest(uint64_t since)
+{
+    const char *sc = getenv("CS_TEST_SCALE");
+    double scale = sc && atof(sc) > 0 ? atof(sc) : 1;
+    int64_t deadline = now_ns() + (int64_t)(10e9 * scale);
+    while (STAT(measured) <= since) {
+        if (now_ns() > deadline) {
+            fprintf(stderr, "worker: the watcher harvested nothing in 10 s\n");
+            exit(7);
+        }
+        struct timespec ts = {.tv_nsec = 2000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+static const char *mode_name(CUstreamCaptureMode m)
+{
+    return m == CU_STREAM_CAPTURE_MODE_GLOBAL         ? "global"
+           : m == CU_STREAM_CAPTURE_MODE_THREAD_LOCAL ? "thread_local"
+                                                      : "relaxed";
+}
+
+/* Captures into `graph` on `s` the ways real programs do: kernels through
+ * each kernel path, a memset, a fork/join over a second stream and a
+ * stream-ordered allocation (memory nodes). Returns how many launches of
+ * ours went into the capture. */
+static int capture_body(CUfunction fn, unsigned blocks, CUstream s, CUstream side)
+{
+    int launched = 0;
+    CUlaunchConfig cfg = {.gridDimX = blocks, .gridDimY = 1, .gridDimZ = 1, .blockDimX = 128,
+                          .blockDimY = 1, .blockDimZ = 1, .hStream = s};
+    CK(cuLaunchKernel(fn, blocks, 1, 1, 128, 1, 1, 0, s, NULL, NULL));
+    CK(cuLaunchKernelEx(&cfg, fn, NULL, NULL));
+    CK(cuLaunchCooperativeKernel(fn, blocks, 1, 1, 128, 1, 1, 0, s, NULL));
+    launched += 3;
+    CUdeviceptr p;
+    CK(cuMemAllocAsync(&p, 1 << 20, s));
+    CK(cuMemsetD32Async(p, 7, (1 << 20) / 4, s));
+    launched++;
+    CUevent fork_ev, join_ev;
+    CK(cuEventCreate(&fork_ev, CU_EVENT_DISABLE_TIMING));
+    CK(cuEventCreate(&join_ev, CU_EVENT_DISABLE_TIMING));
+    CK(cuEventRecord(fork_ev, s));
+    CK(cuStreamWaitEvent(side, fork_ev, 0));
+    CK(cuLaunchKernel(fn, blocks, 1, 1, 128, 1, 1, 0, side, NULL, NULL));
+    launched++;
+    CK(cuEventRecord(join_ev, side));
+    CK(cuStreamWaitEvent(s, join_ev, 0));
+    CK(cuMemFreeAsync(p, s));
+    return launched;
+}
+
+/* One capture in mode m (ToGraph: into an existing graph) while the
+ * background thread launches and the watcher harvests. */
+static CUgraph capture_once(CUstreamCaptureMode m, int to_graph, CUfunction fn, unsigned blocks,
+                            CUstream s, CUstream side)
+{
+    CUgraph graph = NULL;
+    if (to_graph) {
+        CK(cuGraphCreate(&graph, 0));
+        CK(cuStreamBeginCaptureToGraph(s, graph, NULL, NULL, 0, m));
+    } else {
+        CK(cuStreamBeginCapture_v2(s, m));
+    }
+    pthread_barrier_wait(&bg.go);
+    pthread_barrier_wait(&bg.done);
+    wait_watcher_harvest(STAT(measured));
+    uint64_t markers0 = STAT(markers), captured0 = STAT(captured);
+    int launched = capture_body(fn, blocks, s, side);
+    uint64_t markers = STAT(markers) - markers0, captured = STAT(captured) - captured0;
+    CUgraph out = NULL;
+    CUresult r = cuStreamEndCapture(s, &out);
+    printf("worker: capture %s%s: end %d, %llu of %d launches passed untouched, %llu markers\n",
+           mode_name(m), to_graph ? " (to graph)" : "", (int)r, (unsigned long long)captured,
+           launched, (unsigned long long)markers);
+    if (r != CUDA_SUCCESS || !out || captured != (uint64_t)launched || markers) {
+        fprintf(stderr, "worker: capture %s%s failed under the limiter\n", mode_name(m),
+                to_graph ? " to graph" : "");
+        exit(8);
+    }
+    return out;
+}
+
+/* Every capture mode, plain and into an existing graph, with a second
+ * thread launching meanwhile; then the last graph is replayed for `secs`
+ * (the test measures its share of GPU time). */
+static int capture_check(CUfunction fn, unsigned blocks, double secs, unsigned sync_every,
+                         const char *out)
+{
+    CUstream s, side;
+    CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CK(cuStreamCreate(&side, CU_STREAM_NON_BLOCKING));
+    for (int i = 0; i < 8; i++) /* arms the limiter, starts the watcher */
+        CK(cuLaunchKernel(fn, blocks, 1, 1, 128, 1, 1, 0, s, NULL, NULL));
+    CK(cuStreamSynchronize(s));
+    static const CUstreamCaptureMode modes[] = {CU_STREAM_CAPTURE_MODE_GLOBAL,
+                                                CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
+                                                CU_STREAM_CAPTURE_MODE_RELAXED};
+    CK(cuCtxGetCurrent(&bg.ctx));
+    bg.fn = fn;
+    bg.blocks = blocks;
+    bg.rounds = 6;
+    pthread_barrier_init(&bg.go, NULL, 2);
+    pthread_barrier_init(&bg.done, NULL, 2);
+    pthread_t t;
+    pthread_create(&t, NULL, bg_launcher, NULL);
+    CUgraph graph = NULL;
+    for (int i = 0; i < 6; i++)
+        graph = capture_once(modes[i / 2], i & 1, fn, blocks, s, side);
+    pthread_join(t, NULL);
+    CUgraphExec exec;
+    CK(cuGraphInstantiateWithFlags(&exec, graph, 0));
+    if (out) { /* tells the test the replay starts */
+        char mark[4200];
+        snprintf(mark, sizeof mark, "%s.replay", out);
+        FILE *f = fopen(mark, "w");
+        if (f)
+            fclose(f);
+    }
+    const int64_t t0 = now_ns(), end = t0 + (int64_t)(secs * 1e9);
+    uint64_t n = 0;
+    while (now_ns() < end) {
+        CK(cuGraphLaunch(exec, s));
+        if (sync_every && ++n % sync_every == 0)
+            CK(cuStreamSynchronize(s));
+    }
+    CK(cuCtxSynchronize());
+    write_stats(out, n, now_ns() - t0);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     double secs = 2;
@@ -189,7 +454,7 @@ int main(int argc, char **argv)
     }
     int p = -1;
     for (int i = 0; i < CS_LIM_NPATHS; i++)
-        if (!strcmp(path, paths[i]))
+        if (!strcmp(path, paths[i].name))
             p = i;
     if (p < 0) {
         fprintf(stderr, "worker: unknown path %s\n", path);
@@ -218,13 +483,15 @@ int main(int argc, char **argv)
         CK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
     CUgraph graph;
     CUgraphExec exec = NULL;
-    if (p >= CS_LIM_PATH_cuGraphLaunch) {
+    if (p == CS_LIM_PATH_cuGraphLaunch || p == CS_LIM_PATH_cuGraphLaunch_ptsz) {
         CK(cuGraphCreate(&graph, 0));
         CK(cuGraphInstantiateWithFlags(&exec, graph, 0));
     }
 
     if (!strcmp(mode, "signals"))
         return signals_check(fn, out);
+    if (!strcmp(mode, "capture"))
+        return capture_check(fn, blocks, secs, sync_every, out);
     if (!strcmp(mode, "idle")) {
         /* Init only: stay alive (for suspend tests of idle processes). */
         struct timespec ts = {.tv_sec = (time_t)secs,
@@ -234,43 +501,16 @@ int main(int argc, char **argv)
         return 0;
     }
 
-    CUlaunchAttribute coop = {.id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE};
-    coop.value.cooperative = 0;
-    CUlaunchConfig cfg = {.gridDimX = blocks, .gridDimY = 1, .gridDimZ = 1, .blockDimX = 128,
-                          .blockDimY = 1, .blockDimZ = 1, .hStream = stream, .attrs = &coop,
-                          .numAttrs = 1};
+    struct target tg = {.fn = fn, .blocks = blocks, .stream = stream, .exec = exec};
+    if (paths[p].name[2] == 'M') /* cuMemset... */
+        CK(cuMemAlloc_v2(&tg.buf, memset_bytes(blocks)));
     const int64_t t0 = now_ns(), end = t0 + (int64_t)(secs * 1e9);
     uint64_t n = 0;
     while (count ? n < (uint64_t)count : now_ns() < end) {
-        switch (p) {
-        case CS_LIM_PATH_cuLaunchKernel:
-            CK(cuLaunchKernel(fn, blocks, 1, 1, 128, 1, 1, 0, stream, NULL, NULL));
-            break;
-        case CS_LIM_PATH_cuLaunchKernel_ptsz:
-            CK(cuLaunchKernel_ptsz(fn, blocks, 1, 1, 128, 1, 1, 0, stream, NULL, NULL));
-            break;
-        case CS_LIM_PATH_cuLaunchKernelEx:
-            CK(cuLaunchKernelEx(&cfg, fn, NULL, NULL));
-            break;
-        case CS_LIM_PATH_cuLaunchKernelEx_ptsz:
-            CK(cuLaunchKernelEx_ptsz(&cfg, fn, NULL, NULL));
-            break;
-        case CS_LIM_PATH_cuLaunchCooperativeKernel:
-            CK(cuLaunchCooperativeKernel(fn, blocks, 1, 1, 128, 1, 1, 0, stream, NULL));
-            break;
-        case CS_LIM_PATH_cuLaunchCooperativeKernel_ptsz:
-            CK(cuLaunchCooperativeKernel_ptsz(fn, blocks, 1, 1, 128, 1, 1, 0, stream, NULL));
-            break;
-        case CS_LIM_PATH_cuGraphLaunch:
-            CK(cuGraphLaunch(exec, stream));
-            break;
-        case CS_LIM_PATH_cuGraphLaunch_ptsz:
-            CK(cuGraphLaunch_ptsz(exec, stream));
-            break;
-        }
+        CK(launch_path(p, &tg));
         n++;
         if (sync_every && n % sync_every == 0)
-            CK(p & 1 ? cuStreamSynchronize_ptsz(stream) : cuStreamSynchronize(stream));
+            CK(paths[p].per_thread ? cuStreamSynchronize_ptsz(stream) : cuStreamSynchronize(stream));
         if (gap_us) {
             struct timespec ts = {.tv_nsec = (long)gap_us * 1000};
             nanosleep(&ts, NULL);
