@@ -250,6 +250,14 @@ int cs__current_device(void)
     return dev >= 0 && dev < CS_MAX_DEVICES ? (int)dev : -1;
 }
 
+uint64_t cs__current_context(void)
+{
+    CUcontext ctx = NULL;
+    if (!cs_drv.cuCtxGetCurrent || cs_drv.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS)
+        return 0;
+    return (uint64_t)(uintptr_t)ctx;
+}
+
 uint64_t cs__device_limit(int dev)
 {
     return cs__ledger_limit(&cs_rt.ledger, dev);

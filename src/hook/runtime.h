@@ -50,6 +50,9 @@ CUresult cs__init_error(int err);
 /* Ledger device index of the calling thread's current context, or -1. */
 int cs__current_device(void);
 
+/* The calling thread's current context as a record key, 0 if none. */
+uint64_t cs__current_context(void);
+
 /* Start-up phases (include/cushare/phases.h). */
 enum cs_phase {
     CS_PHASE_WRAPPER_ENTER,
