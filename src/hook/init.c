@@ -87,10 +87,6 @@ static void on_fork_child(void)
         cs_rt.ledger.fd = -1;
     }
     cs_rt.ledger.slot = -1;
-    for (int d = 0; d < CS_MAX_DEVICES; d++) {
-        cs_rt.dev[d].ctx_refs = 0;
-        cs_rt.dev[d].ctx_charged = 0;
-    }
     if (init_state == 1)
         init_state = 2; /* "re-initialise after fork" */
 }

@@ -10,6 +10,7 @@
  * with the device's graph-memory reservation.
  */
 #include <pthread.h>
+#include <string.h>
 
 #include "core/log.h"
 #include "mem/admit.h"
@@ -18,6 +19,14 @@
  * reserved size and the charge it produces stay paired. Never held across
  * an allocation call. */
 static pthread_mutex_t settle_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void cs__pools_atfork_child(void)
+{
+    /* A parent thread may have held it at fork; the records it guards are
+     * dropped with the rest of the parent's (cs__track_reset). */
+    static const pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+    memcpy(&settle_lock, &fresh, sizeof fresh);
+}
 
 static uint64_t pool_reserved(CUmemoryPool pool)
 {
