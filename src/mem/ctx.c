@@ -59,7 +59,10 @@
 #define CTX_MAX 256
 
 /* A live context of this process: a created one, or a primary while the
- * driver keeps it active. */
+ * driver keeps it active. An entry is freed (under ctx_mu) as soon as the
+ * driver has destroyed its context, and creations run under ctx_mu too, so
+ * a handle the driver reuses always finds a fresh entry; the records of
+ * the old context were taken out before it was destroyed (take_owned). */
 struct ctx_entry {
     CUcontext ctx;      /* NULL: free entry */
     int dev;
@@ -111,6 +114,8 @@ static void unlock_contexts(void)
 
 static struct ctx_entry *created_entry(CUcontext ctx)
 {
+    if (!ctx)
+        return NULL;
     for (int i = 0; i < CTX_MAX; i++)
         if (table[i].ctx == ctx && !table[i].primary)
             return &table[i];
