@@ -24,3 +24,36 @@ cs_mem_test(mem_nvml_only test_nvml_only.c "CUDA_DEVICE_MEMORY_LIMIT=64m")
 cs_mem_test(identity_probe_legacy test_identity_probe.c "CUDA_DEVICE_MEMORY_LIMIT=64m"
   "CUDA_DEVICE_SM_LIMIT=50" "GPU_CORE_UTILIZATION_POLICY=force" "FAKECUDA_NVML_PID_OFFSET=100000"
   "FAKECUDA_NS_PER_BLOCK=1000" "CUSHARE_BOARD=${CMAKE_BINARY_DIR}/tmp/identity_probe_legacy.board")
+# Contexts (src/mem/ctx.c): 16 or 24 MiB each on the fake; on the H200 every
+# context, first or further, costs 518 MiB. Each runs twice: preloaded, and
+# with the interposer linked in (label sanitize: ASan+UBSan build; tsan),
+# since the sanitizer runtimes do not survive the preload.
+set(CS_MEM_INPROC_SRC ${CS_LIB_SRC})
+list(FILTER CS_MEM_INPROC_SRC EXCLUDE REGEX "src/hook/dlsym\\.c$")
+function(cs_mem_ctx_test name src)
+  cs_mem_test(${name} ${src} ${ARGN})
+  set(inproc ${name}_inproc)
+  cs_add_test(${inproc} SOURCES mem/${src} mem/inproc.c ${CS_MEM_INPROC_SRC}
+    $<TARGET_OBJECTS:cs_common> LIBS fakecuda_driver LABELS sanitize tsan
+    ENV "FAKECUDA_MEM=1g"
+        "CUDA_DEVICE_MEMORY_SHARED_CACHE=${CMAKE_BINARY_DIR}/tmp/${inproc}.ledger"
+        "FAKECUDA_STATE=${CMAKE_BINARY_DIR}/tmp/${inproc}.fake" ${ARGN})
+  target_include_directories(${inproc} PRIVATE ${CMAKE_SOURCE_DIR}/tests/mem)
+  # cushare_limiter_stats is looked up with dlsym, as under the preload.
+  set_target_properties(${inproc} PROPERTIES ENABLE_EXPORTS ON)
+  set_property(TEST ${inproc} APPEND PROPERTY FIXTURES_REQUIRED ${inproc}_clean)
+  add_test(NAME ${inproc}_clean COMMAND rm -f ${CMAKE_BINARY_DIR}/tmp/${inproc}.ledger
+           ${CMAKE_BINARY_DIR}/tmp/${inproc}.fake)
+  set_tests_properties(${inproc}_clean PROPERTIES FIXTURES_SETUP ${inproc}_clean)
+  set_tests_properties(${name} ${inproc} PROPERTIES TIMEOUT 60)
+endfunction()
+cs_mem_ctx_test(mem_ctx_budget test_ctx_budget.c "CUDA_DEVICE_MEMORY_LIMIT=32m"
+  "FAKECUDA_CTX_BYTES=24m" "FAKECUDA_CTX_EXTRA_BYTES=24m")
+cs_mem_ctx_test(mem_ctx_lifecycle test_ctx_lifecycle.c "CUDA_DEVICE_MEMORY_LIMIT=64m"
+  "FAKECUDA_CTX_BYTES=16m" "FAKECUDA_CTX_EXTRA_BYTES=8m")
+cs_mem_ctx_test(mem_ctx_cycles test_ctx_cycles.c "CUDA_DEVICE_MEMORY_LIMIT=64m"
+  "FAKECUDA_CTX_BYTES=16m" "FAKECUDA_CTX_EXTRA_BYTES=8m" "FAKECUDA_NS_PER_BLOCK=1000"
+  "CUDA_DEVICE_SM_LIMIT=25" "GPU_CORE_UTILIZATION_POLICY=force"
+  "CUSHARE_BOARD=${CMAKE_BINARY_DIR}/tmp/mem_ctx_cycles.board")
+cs_mem_ctx_test(mem_ctx_sigkill test_ctx_sigkill.c "CUDA_DEVICE_MEMORY_LIMIT=64m"
+  "FAKECUDA_CTX_BYTES=16m" "FAKECUDA_CTX_EXTRA_BYTES=8m")

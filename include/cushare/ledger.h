@@ -13,6 +13,8 @@
  *   [header_size + i * slot_size, ... + slot_size)    struct cs_ledger_slot i
  *   byte CS_LEDGER_LOCK_BASE + i                      OFD lock byte of slot i
  *                                                     (beyond EOF; never read)
+ *   byte CS_LEDGER_LOCK_BASE - 1                      post-init (identity probe) lock
+ *   byte CS_LEDGER_CTX_LOCK(d)                        context-measure lock of device d
  *
  * All multi-byte fields are native-endian (the ledger never leaves the host).
  * Fields marked "atomic" are only touched with C11/GCC atomic operations;
@@ -42,6 +44,9 @@
 #define CS_LEDGER_SLOTS 1024
 #define CS_LEDGER_HEADER_SIZE 4096u
 #define CS_LEDGER_LOCK_BASE (1ull << 40)  /* lock bytes live far beyond EOF */
+/* Held while a context whose size nobody in the tenant has measured yet is
+ * created and measured on device d (docs/ledger.md). */
+#define CS_LEDGER_CTX_LOCK(d) (CS_LEDGER_LOCK_BASE - 2u - (uint64_t)(d))
 
 /* Categories of device memory charged to a slot (docs/accounting.md). */
 #define CS_MEM_CATEGORIES(X)                                                  \

@@ -27,7 +27,8 @@ int cs__drv_load_nvml(void);
 
 /* The NVML per-process view is joined by PID; NVML must be initialised
  * first. Returns 0 and NVML's usedGpuMemory for `pid` on the NVML device
- * whose UUID matches `uuid` (driver format), -ESRCH when not listed. */
+ * whose UUID matches `uuid` (driver format), -ESRCH when not listed,
+ * -ENODATA when listed without a figure (NVML_VALUE_NOT_AVAILABLE). */
 int cs__nvml_process_memory(const CUuuid *uuid, unsigned pid, unsigned long long *bytes);
 
 #endif

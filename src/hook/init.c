@@ -87,10 +87,6 @@ static void on_fork_child(void)
         cs_rt.ledger.fd = -1;
     }
     cs_rt.ledger.slot = -1;
-    for (int d = 0; d < CS_MAX_DEVICES; d++) {
-        cs_rt.dev[d].ctx_refs = 0;
-        cs_rt.dev[d].ctx_charged = 0;
-    }
     if (init_state == 1)
         init_state = 2; /* "re-initialise after fork" */
 }
@@ -248,6 +244,14 @@ int cs__current_device(void)
     if (!cs_drv.cuCtxGetDevice || cs_drv.cuCtxGetDevice(&dev) != CUDA_SUCCESS)
         return -1;
     return dev >= 0 && dev < CS_MAX_DEVICES ? (int)dev : -1;
+}
+
+uint64_t cs__current_context(void)
+{
+    CUcontext ctx = NULL;
+    if (!cs_drv.cuCtxGetCurrent || cs_drv.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS)
+        return 0;
+    return (uint64_t)(uintptr_t)ctx;
 }
 
 uint64_t cs__device_limit(int dev)

@@ -2,10 +2,10 @@
  * Process-wide runtime state of the interposer: configuration, the ledger
  * handle and what we learnt about devices. One instance, cs_rt, owned by
  * src/hook/init.c:
- *   - cfg, ledger, device_count and dev[].uuid/physical_total are written
- *     once during initialisation (under the init mutex, before `ready` is
- *     published with release ordering) and read-only afterwards;
- *   - dev[].ctx_* fields are written with atomics by context wrappers.
+ *   - cfg, ledger, device_count and dev[] are written once during
+ *     initialisation (under the init mutex, before `ready` is published
+ *     with release ordering) and read-only afterwards.
+ * Contexts are src/mem/ctx.c's own state, not kept here.
  * A fork child resets `ready` in its atfork handler and initialises again
  * on its next CUDA call, claiming its own ledger slot.
  */
@@ -23,8 +23,6 @@ struct cs_device_info {
     bool known;                  /* uuid/physical_total valid */
     CUuuid uuid;
     uint64_t physical_total;
-    uint64_t ctx_refs;           /* atomic: live contexts of ours on it */
-    uint64_t ctx_charged;        /* atomic: CONTEXT bytes charged for it */
 };
 
 struct cs_runtime {
@@ -49,6 +47,9 @@ CUresult cs__init_error(int err);
 
 /* Ledger device index of the calling thread's current context, or -1. */
 int cs__current_device(void);
+
+/* The calling thread's current context as a record key, 0 if none. */
+uint64_t cs__current_context(void);
 
 /* Start-up phases (include/cushare/phases.h). */
 enum cs_phase {

@@ -95,6 +95,33 @@ uint64_t cs__ledger_used(const struct cs_ledger *l, int dev)
     return __atomic_load_n(&l->hdr->dev[dev].used, __ATOMIC_RELAXED);
 }
 
+uint64_t cs__ledger_my_device_bytes(const struct cs_ledger *l, int dev)
+{
+    struct cs_ledger_slot *s = cs__ledger_my_slot(l);
+    if (!s || dev < 0 || dev >= CS_MAX_DEVICES)
+        return 0;
+    uint64_t sum = 0;
+    for (int c = 0; c < CS_MEM_NCATEGORIES; c++)
+        sum += __atomic_load_n(&s->bytes[dev][c], __ATOMIC_ACQUIRE);
+    return sum;
+}
+
+uint64_t cs__ledger_min_peer_charge(const struct cs_ledger *l, int dev, enum cs_mem_category cat)
+{
+    if (!l->hdr || dev < 0 || dev >= CS_MAX_DEVICES || (int)cat < 0 || cat >= CS_MEM_NCATEGORIES)
+        return 0;
+    uint64_t best = 0;
+    for (int i = 0; i < CS_LEDGER_SLOTS; i++) {
+        struct cs_ledger_slot *s = cs__ledger_slot(l, i);
+        if (i == l->slot || __atomic_load_n(&s->state, __ATOMIC_ACQUIRE) != CS_SLOT_LIVE)
+            continue;
+        uint64_t b = __atomic_load_n(&s->bytes[dev][cat], __ATOMIC_RELAXED);
+        if (b && (!best || b < best))
+            best = b;
+    }
+    return best;
+}
+
 uint64_t cs__ledger_limit(const struct cs_ledger *l, int dev)
 {
     if (!l->hdr || dev < 0 || dev >= CS_MAX_DEVICES)

@@ -97,6 +97,13 @@ int cs__ledger_reap(struct cs_ledger *l);
 
 /* Read helpers for views and monitors. */
 uint64_t cs__ledger_used(const struct cs_ledger *l, int dev);
+/* Bytes our own slot holds on `dev`, every category (0 without a slot). */
+uint64_t cs__ledger_my_device_bytes(const struct cs_ledger *l, int dev);
+/* The smallest nonzero `cat` charge on `dev` of a LIVE slot other than
+ * ours, or 0: a size hint from the tenant's other processes (the context
+ * estimate), never an admission figure. */
+uint64_t cs__ledger_min_peer_charge(const struct cs_ledger *l, int dev,
+                                    enum cs_mem_category cat);
 uint64_t cs__ledger_limit(const struct cs_ledger *l, int dev);
 struct cs_ledger_slot *cs__ledger_slot(const struct cs_ledger *l, int idx);
 struct cs_ledger_slot *cs__ledger_my_slot(const struct cs_ledger *l);

@@ -37,7 +37,7 @@ void cs__give_back(int dev, enum cs_mem_category cat, uint64_t bytes)
 int cs__commit(enum cs_track_kind kind, uint64_t key, int dev, enum cs_mem_category cat,
                uint64_t bytes)
 {
-    struct cs_tracked t = {.bytes = bytes, .dev = dev, .cat = cat};
+    struct cs_tracked t = {.bytes = bytes, .dev = dev, .cat = cat, .ctx = cs__current_context()};
     int rc = cs__track_put(kind, key, &t);
     if (rc) {
         cs__give_back(dev, cat, bytes);

@@ -36,8 +36,9 @@ CUresult cs__admit(int dev, enum cs_mem_category cat, uint64_t bytes);
 /* Gives back what cs__admit charged. */
 void cs__give_back(int dev, enum cs_mem_category cat, uint64_t bytes);
 
-/* Records a successful allocation; on bookkeeping failure gives the bytes
- * back and returns -ENOMEM (the caller frees the driver allocation). */
+/* Records a successful allocation, owned by the calling thread's current
+ * context; on bookkeeping failure gives the bytes back and returns -ENOMEM
+ * (the caller frees the driver allocation). */
 int cs__commit(enum cs_track_kind kind, uint64_t key, int dev, enum cs_mem_category cat,
                uint64_t bytes);
 
@@ -59,8 +60,8 @@ CUresult cs__adjust(int dev, enum cs_mem_category cat, uint64_t have, uint64_t w
  * gives back what the driver has released since (pool.c). */
 void cs__pools_settle(void);
 
-/* Context overhead (ctx.c). */
-void cs__ctx_created(int dev);
-void cs__ctx_released(int dev, int all);
+/* A fork child starts with no graph / pool charges (graph.c, pool.c). */
+void cs__graph_atfork_child(void);
+void cs__pools_atfork_child(void);
 
 #endif

@@ -7,6 +7,7 @@
  * pool) and given back as trims release it.
  */
 #include <pthread.h>
+#include <string.h>
 
 #include "core/log.h"
 #include "mem/admit.h"
@@ -39,6 +40,15 @@ static void settle_device(int dev)
         graph_charged[dev] = reserved;
     }
     pthread_mutex_unlock(&graph_lock);
+}
+
+void cs__graph_atfork_child(void)
+{
+    /* The parent's graph memory is the parent's; a parent thread may have
+     * held the lock at fork. */
+    static const pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+    memcpy(&graph_lock, &fresh, sizeof fresh);
+    memset(graph_charged, 0, sizeof graph_charged);
 }
 
 void cs__graph_settle(void)

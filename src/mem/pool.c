@@ -10,6 +10,7 @@
  * with the device's graph-memory reservation.
  */
 #include <pthread.h>
+#include <string.h>
 
 #include "core/log.h"
 #include "limiter/capture.h"
@@ -19,6 +20,14 @@
  * reserved size and the charge it produces stay paired. Never held across
  * an allocation call. */
 static pthread_mutex_t settle_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void cs__pools_atfork_child(void)
+{
+    /* A parent thread may have held it at fork; the records it guards are
+     * dropped with the rest of the parent's (cs__track_reset). */
+    static const pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+    memcpy(&settle_lock, &fresh, sizeof fresh);
+}
 
 /* The driver forbids pool attribute reads to a thread in GLOBAL capture
  * mode while any GLOBAL capture is open: read in relaxed mode then. */

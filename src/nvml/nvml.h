@@ -42,6 +42,8 @@ typedef struct nvmlProcessInfo_st {
     unsigned int gpuInstanceId;
     unsigned int computeInstanceId;
 } nvmlProcessInfo_t;
+/* usedGpuMemory when the driver does not tell (NVML's own value). */
+#define NVML_VALUE_NOT_AVAILABLE (~0ULL)
 
 typedef struct nvmlUtilization_st {
     unsigned int gpu;

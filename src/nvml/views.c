@@ -126,6 +126,9 @@ int cs__nvml_process_memory(const CUuuid *uuid, unsigned pid, unsigned long long
         return -EIO;
     for (unsigned i = 0; i < n && i < 256; i++) {
         if (infos[i].pid == pid) {
+            /* Listed, but without a figure (NVML does this under WDDM). */
+            if (infos[i].usedGpuMemory == NVML_VALUE_NOT_AVAILABLE)
+                return -ENODATA;
             *bytes = infos[i].usedGpuMemory;
             return 0;
         }

@@ -52,6 +52,7 @@ static void read_config(void)
 {
     fc_cfg.ctx_cost_us = env_u64("FAKECUDA_CTX_COST_US", 0, 0);
     fc_cfg.ctx_bytes = env_u64("FAKECUDA_CTX_BYTES", 0, 1);
+    fc_cfg.ctx_extra_bytes = env_u64("FAKECUDA_CTX_EXTRA_BYTES", 0, 1);
     fc_cfg.ns_per_block = env_u64("FAKECUDA_NS_PER_BLOCK", 1000, 0);
     fc_cfg.memset_ns_per_mib = env_u64("FAKECUDA_MEMSET_NS_PER_MIB", 1000, 0);
     fc_cfg.graph_ns = env_u64("FAKECUDA_GRAPH_US", 100, 0) * 1000;

@@ -471,29 +471,35 @@ FC_EXPORT CUresult CUDAAPI cuDeviceGetAttribute(int *pi, CUdevice_attribute attr
 
 /* ---- contexts ----------------------------------------------------------- */
 
-/* A context on a physical device: the first one of the process charges
- * FAKECUDA_CTX_BYTES and lists the process in NVML (under fc_mu). */
-static CUresult device_ctx_up(int phys)
+/* Context c becomes live on physical device `phys` (under fc_mu). It
+ * charges FAKECUDA_CTX_BYTES when it is the process's only context there
+ * (and lists the process in NVML), FAKECUDA_CTX_EXTRA_BYTES when the
+ * process has others; it gives back exactly that when it goes, whichever
+ * goes first. The H200 (driver 580) takes 518 MiB for every context, the
+ * first and any further one: set both knobs alike to model it. */
+static CUresult device_ctx_up(struct fc_ctx *c, int phys)
 {
-    if (g_devctx[phys]++ == 0) {
-        if (fc_cfg.ctx_cost_us)
-            usleep((useconds_t)fc_cfg.ctx_cost_us);
-        if (fc_charge(phys, fc_cfg.ctx_bytes, FAKECUDA_KIND_CONTEXT)) {
-            g_devctx[phys]--;
-            return CUDA_ERROR_OUT_OF_MEMORY;
-        }
+    const int first = g_devctx[phys] == 0;
+    if (first && fc_cfg.ctx_cost_us)
+        usleep((useconds_t)fc_cfg.ctx_cost_us);
+    uint64_t bytes = first ? fc_cfg.ctx_bytes : fc_cfg.ctx_extra_bytes;
+    if (fc_charge(phys, bytes, FAKECUDA_KIND_CONTEXT))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    c->ctx_bytes = bytes;
+    if (g_devctx[phys]++ == 0)
         fc_proc_ctx(phys, 1);
-    }
     return CUDA_SUCCESS;
 }
 
-static void device_ctx_down(int phys)
+/* Pools, VMM allocations and graph memory outlive the process's last
+ * context on the device, as on the H200: the driver keeps them until they
+ * are freed (NVML just stops listing the process). */
+static void device_ctx_down(struct fc_ctx *c, int phys)
 {
-    if (--g_devctx[phys] == 0) {
-        fc_mem_device_teardown(phys);
-        fc_uncharge(phys, fc_cfg.ctx_bytes, FAKECUDA_KIND_CONTEXT);
+    fc_uncharge(phys, c->ctx_bytes, FAKECUDA_KIND_CONTEXT);
+    c->ctx_bytes = 0;
+    if (--g_devctx[phys] == 0)
         fc_proc_ctx(phys, 0);
-    }
 }
 
 /* Frees what a context owns and takes it off this thread's stack. */
@@ -503,7 +509,7 @@ static void ctx_teardown(struct fc_ctx *c)
     fc_mem_ctx_teardown(c);
     c->active = 0;
     c->tail_ns = 0;
-    device_ctx_down(c->o.phys);
+    device_ctx_down(c, c->o.phys);
 }
 
 static void stack_remove(struct fc_ctx *c)
@@ -530,7 +536,7 @@ static CUresult ctx_create(CUcontext *pctx, unsigned int flags, CUdevice dev)
     if (!c)
         return CUDA_ERROR_OUT_OF_MEMORY;
     fc_lock();
-    CUresult r = device_ctx_up(phys);
+    CUresult r = device_ctx_up(c, phys);
     if (r == CUDA_SUCCESS) {
         c->ordinal = dev;
         c->flags = flags;
@@ -602,7 +608,7 @@ FC_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice de
     struct fc_ctx *c = g_primary[dev];
     CUresult r = CUDA_SUCCESS;
     if (!c->active) {
-        r = device_ctx_up(c->o.phys);
+        r = device_ctx_up(c, c->o.phys);
         if (r == CUDA_SUCCESS)
             c->active = 1;
     }
@@ -622,9 +628,11 @@ FC_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxRelease_v2(CUdevice dev)
     fc_lock();
     struct fc_ctx *c = g_primary[dev];
     CUresult r = CUDA_SUCCESS;
-    if (!c->active || c->refs <= 0)
+    /* References taken before a reset still count (the H200 needs as many
+     * releases after a reset as there were retains). */
+    if (c->refs <= 0)
         r = CUDA_ERROR_INVALID_CONTEXT;
-    else if (--c->refs == 0)
+    else if (--c->refs == 0 && c->active)
         ctx_teardown(c);
     fc_unlock();
     return r;
@@ -639,8 +647,7 @@ FC_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxReset_v2(CUdevice dev)
     struct fc_ctx *c = g_primary[dev];
     if (c->active)
         ctx_teardown(c);
-    c->refs = 0;
-    c->flags = 0;
+    c->flags = 0; /* the retain count stays: a reset does not release */
     fc_unlock();
     return CUDA_SUCCESS;
 }

@@ -29,6 +29,7 @@ enum fc_lib { FC_LIB_DRIVER = 0, FC_LIB_NVML = 1 };
 struct fc_config {
     uint64_t ctx_cost_us;     /* FAKECUDA_CTX_COST_US */
     uint64_t ctx_bytes;       /* FAKECUDA_CTX_BYTES */
+    uint64_t ctx_extra_bytes; /* FAKECUDA_CTX_EXTRA_BYTES */
     uint64_t ns_per_block;    /* FAKECUDA_NS_PER_BLOCK */
     uint64_t memset_ns_per_mib; /* FAKECUDA_MEMSET_NS_PER_MIB */
     uint64_t graph_ns;        /* FAKECUDA_GRAPH_US * 1000 */
@@ -130,7 +131,8 @@ struct fc_ctx {
     int ordinal;
     int primary;
     int active;
-    int refs;              /* primary: retain count */
+    int refs;              /* primary: retain count (a reset keeps it) */
+    uint64_t ctx_bytes;    /* device memory it charged (KIND_CONTEXT) while active */
     unsigned flags;
     uint64_t tail_ns;      /* end of the last work of any stream of it */
 };
@@ -253,10 +255,8 @@ struct fc_gnode *fc_gnode_alloc(struct fc_graph *g, int phys, uint64_t bytes, st
 uint64_t fc_va_alloc(int phys, uint64_t size);
 /* A device range [p, p+n) inside something live (allocation, mapping). */
 int fc_dptr_valid(uint64_t p, uint64_t n);
-/* Frees everything owned by a context / by this process on a device
- * (under fc_mu). */
+/* Frees everything owned by a context (under fc_mu). */
 void fc_mem_ctx_teardown(struct fc_ctx *ctx);
-void fc_mem_device_teardown(int phys);
 /* Stream-ordered pools of a device give memory above their release
  * threshold back at synchronisation points (under fc_mu). */
 void fc_pools_sync_trim(int phys);

@@ -2233,31 +2233,6 @@ void fc_mem_ctx_teardown(struct fc_ctx *ctx)
             gexec_free((struct fc_gexec *)objs[i]);
 }
 
-/* The process's last context on a device went: the driver frees what the
- * process still had there (pools, VMM allocations, graph memory). */
-void fc_mem_device_teardown(int phys)
-{
-    struct fc_obj *objs[4096];
-    size_t n;
-    while ((n = fc_obj_collect(objs, 4096, FC_T_POOL, NULL, NULL, phys)) > 0)
-        for (size_t i = 0; i < n && i < 4096; i++)
-            pool_destroy((struct fc_pool *)objs[i]);
-    n = fc_obj_collect(objs, 4096, FC_T_VMM, NULL, NULL, -1);
-    for (size_t i = 0; i < n && i < 4096; i++) {
-        struct fc_vmm *h = (struct fc_vmm *)objs[i];
-        if (h->home != phys)
-            continue;
-        struct fc_obj *maps[4096];
-        size_t k = fc_obj_collect(maps, 4096, FC_T_MAP, NULL, h, -1);
-        for (size_t j = 0; j < k && j < 4096; j++)
-            obj_free(maps[j]);
-        vmm_destroy(h);
-    }
-    struct gmem *m = &g_gmem[phys];
-    fc_uncharge(phys, m->reserved, FAKECUDA_KIND_GRAPH);
-    memset(m, 0, sizeof(*m));
-}
-
 void fc_mem_reset(void)
 {
     free(g_allocs);
