@@ -335,7 +335,8 @@ def memcpy_interference(ctx):
     H.report(f"{'case':18} {'B kernels/s':>12} {'B % alone':>10} {'A D2D GB/s':>11} {'A H2D GB/s':>11}")
     for name, b, a, fails in rows:
         pct = f"{100 * b / alone:.1f}" if b and alone else "-"
-        H.report(f"{name:18} {b if b is None else round(b):>12} {pct:>10} "
+        b_txt = "-" if b is None else str(round(b))
+        H.report(f"{name:18} {b_txt:>12} {pct:>10} "
                  f"{a[0] if a else '-':>11} {a[1] if a else '-':>11}"
                  + (f"  failed: {fails}" if fails else ""))
     b_lim = rows[3][1]
