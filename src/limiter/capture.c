@@ -116,51 +116,27 @@ static CUresult begun(CUresult r)
     return r;
 }
 
-CUresult CUDAAPI cuStreamBeginCapture(CUstream s)
-{
-    CS_ENTER(cuStreamBeginCapture);
-    opening();
-    return begun(cs_real.cuStreamBeginCapture(s));
-}
+/* Every way of beginning a capture: counted before the driver call. */
+#define BEGIN_WRAPPER(sym, params, args)      \
+    CUresult CUDAAPI sym params               \
+    {                                         \
+        CS_ENTER(sym);                        \
+        opening();                            \
+        return begun(cs_real.sym args);       \
+    }
 
-CUresult CUDAAPI cuStreamBeginCapture_ptsz(CUstream s)
-{
-    CS_ENTER(cuStreamBeginCapture_ptsz);
-    opening();
-    return begun(cs_real.cuStreamBeginCapture_ptsz(s));
-}
-
-CUresult CUDAAPI cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode mode)
-{
-    CS_ENTER(cuStreamBeginCapture_v2);
-    opening();
-    return begun(cs_real.cuStreamBeginCapture_v2(s, mode));
-}
-
-CUresult CUDAAPI cuStreamBeginCapture_v2_ptsz(CUstream s, CUstreamCaptureMode mode)
-{
-    CS_ENTER(cuStreamBeginCapture_v2_ptsz);
-    opening();
-    return begun(cs_real.cuStreamBeginCapture_v2_ptsz(s, mode));
-}
-
-CUresult CUDAAPI cuStreamBeginCaptureToGraph(CUstream s, CUgraph g, const CUgraphNode *deps,
-                                             const CUgraphEdgeData *edges, size_t n,
-                                             CUstreamCaptureMode mode)
-{
-    CS_ENTER(cuStreamBeginCaptureToGraph);
-    opening();
-    return begun(cs_real.cuStreamBeginCaptureToGraph(s, g, deps, edges, n, mode));
-}
-
-CUresult CUDAAPI cuStreamBeginCaptureToGraph_ptsz(CUstream s, CUgraph g, const CUgraphNode *deps,
-                                                  const CUgraphEdgeData *edges, size_t n,
-                                                  CUstreamCaptureMode mode)
-{
-    CS_ENTER(cuStreamBeginCaptureToGraph_ptsz);
-    opening();
-    return begun(cs_real.cuStreamBeginCaptureToGraph_ptsz(s, g, deps, edges, n, mode));
-}
+BEGIN_WRAPPER(cuStreamBeginCapture, (CUstream s), (s))
+BEGIN_WRAPPER(cuStreamBeginCapture_ptsz, (CUstream s), (s))
+BEGIN_WRAPPER(cuStreamBeginCapture_v2, (CUstream s, CUstreamCaptureMode m), (s, m))
+BEGIN_WRAPPER(cuStreamBeginCapture_v2_ptsz, (CUstream s, CUstreamCaptureMode m), (s, m))
+BEGIN_WRAPPER(cuStreamBeginCaptureToGraph,
+              (CUstream s, CUgraph g, const CUgraphNode *deps, const CUgraphEdgeData *edges,
+               size_t n, CUstreamCaptureMode m),
+              (s, g, deps, edges, n, m))
+BEGIN_WRAPPER(cuStreamBeginCaptureToGraph_ptsz,
+              (CUstream s, CUgraph g, const CUgraphNode *deps, const CUgraphEdgeData *edges,
+               size_t n, CUstreamCaptureMode m),
+              (s, g, deps, edges, n, m))
 
 /* A capture ends when its origin stream leaves capture mode, whatever
  * cuStreamEndCapture returns (success, invalidated, unjoined): compare the

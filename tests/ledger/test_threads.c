@@ -2,7 +2,10 @@
  * ledger_threads: threads of one process charge and release concurrently
  * through one slot (and trigger reaps on refusal) against a small limit:
  * the aggregate never exceeds the limit and every byte comes back. Runs
- * under TSan (label tsan): no forks here.
+ * under TSan (label tsan): no forks here. The main thread holds all but
+ * 8 MiB of the limit while they run, so refusals happen whatever the
+ * scheduler does (a thread alone soon asks for more than 8 MiB); how the
+ * threads overlap only changes how many.
  */
 #include "ledger_test.h"
 
@@ -51,11 +54,14 @@ int main(void)
     struct cs_ledger_params p = lt_params(LIMIT);
     CHECK_EQ(cs__ledger_open(lt_path("threads"), &p, false, &g), 0);
     CHECK_EQ(cs__ledger_claim(&g), 0);
+    CHECK_EQ(cs__ledger_reserve(&g, 0, CS_MEM_DATA, LIMIT - 8 * MiB), 0);
     pthread_t t[THREADS];
     for (int i = 0; i < THREADS; i++)
         CHECK(pthread_create(&t[i], NULL, worker, (void *)(uintptr_t)i) == 0);
     for (int i = 0; i < THREADS; i++)
         pthread_join(t[i], NULL);
+    CHECK_EQ_U(cs__ledger_used(&g, 0), LIMIT - 8 * MiB);
+    cs__ledger_release(&g, 0, CS_MEM_DATA, LIMIT - 8 * MiB);
     CHECK_EQ_U(cs__ledger_used(&g, 0), 0);
     CHECK_LE_U(g.hdr->dev[0].peak, LIMIT);
     CHECK_GT(refused_total, 0);

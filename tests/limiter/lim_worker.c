@@ -70,6 +70,16 @@ static void on_usr1_after(int sig, siginfo_t *si, void *uc)
     usr1_after++;
 }
 
+/* The library's counters (zeros when it is not preloaded). */
+static void read_stats(struct cushare_limiter_stats *s)
+{
+    memset(s, 0, sizeof *s);
+    void (*get)(struct cushare_limiter_stats *) =
+        (void (*)(struct cushare_limiter_stats *))dlsym(RTLD_DEFAULT, "cushare_limiter_stats");
+    if (get)
+        get(s);
+}
+
 static void write_stats(const char *out, uint64_t launches, int64_t elapsed)
 {
     if (!out)
@@ -78,11 +88,7 @@ static void write_stats(const char *out, uint64_t launches, int64_t elapsed)
     if (!f)
         return;
     struct cushare_limiter_stats s;
-    memset(&s, 0, sizeof s);
-    void (*get)(struct cushare_limiter_stats *) =
-        (void (*)(struct cushare_limiter_stats *))dlsym(RTLD_DEFAULT, "cushare_limiter_stats");
-    if (get)
-        get(&s);
+    read_stats(&s);
     fprintf(f, "pid %d\nlaunches %llu\nelapsed_ns %lld\narmed %u\npaced %llu\nmeasured %llu\n"
                "markers %llu\nsleeps %llu\nsleep_ns %llu\nparks %llu\nengaged %llu\n",
             (int)getpid(), (unsigned long long)launches, (long long)elapsed, s.armed,
@@ -250,11 +256,7 @@ static CUresult launch_path(int p, const struct target *t)
 static uint64_t stat_of(size_t offset)
 {
     struct cushare_limiter_stats s;
-    memset(&s, 0, sizeof s);
-    void (*get)(struct cushare_limiter_stats *) =
-        (void (*)(struct cushare_limiter_stats *))dlsym(RTLD_DEFAULT, "cushare_limiter_stats");
-    if (get)
-        get(&s);
+    read_stats(&s);
     return *(uint64_t *)((char *)&s + offset);
 }
 #define STAT(field) stat_of(offsetof(struct cushare_limiter_stats, field))
