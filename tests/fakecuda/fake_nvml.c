@@ -7,6 +7,7 @@
  * the power / DVFS model.
  */
 #define _GNU_SOURCE
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -57,10 +58,17 @@ static int dev_index(nvmlDevice_t d)
     return i < (int)fc_S->ndevices ? i : -1;
 }
 
-static nvmlReturn_t do_init(void)
+static void number_devices(void)
 {
     for (unsigned i = 0; i < FAKECUDA_MAX_DEVICES; i++)
         g_devs[i].index = i;
+}
+
+/* Like NVML's, init is thread-safe: the handles are numbered once. */
+static nvmlReturn_t do_init(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, number_devices);
     __atomic_fetch_add(&g_init_count, 1, __ATOMIC_ACQ_REL);
     return NVML_SUCCESS;
 }

@@ -251,8 +251,14 @@ static int run_off(void)
     double ms = 0;
     for (int i = 0; i < 20; i++)
         ms += timed_kernel(s, e0, e1) / 20.0;
-    check_near("(c) mean kernel duration / ms", ms, 1.0, 0.05);
+    /* The device timeline says exactly how long the kernels ran; an event
+     * pair can only add the host's delay between recording and launching
+     * (a loaded machine), never take from it. */
     CHECK_EQ_U(fakecuda_load(&st->dev[0].busy_ns), 20 * MS); /* exactly nominal */
+    if (ms < 0.95) {
+        fprintf(stderr, "(c) mean kernel duration %.4f ms, under the nominal 1 ms\n", ms);
+        return 1;
+    }
     CHECK_EQ(power_w() * 1000, 100000);
     CHECK_EQ(limit_mw(), 700000);
     CHECK_EQ(clock_mhz(NVML_CLOCK_SM), 1980);
