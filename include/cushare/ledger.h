@@ -1,5 +1,5 @@
 /*
- * cushare ledger ABI, layout version 1.
+ * cushare ledger ABI, layout version 2.
  *
  * The ledger is the file named by CUDA_DEVICE_MEMORY_SHARED_CACHE. Every
  * process of one tenant maps it MAP_SHARED; monitors in other languages map
@@ -15,6 +15,9 @@
  *                                                     (beyond EOF; never read)
  *   byte CS_LEDGER_LOCK_BASE - 1                      post-init (identity probe) lock
  *   byte CS_LEDGER_CTX_LOCK(d)                        context-measure lock of device d
+ *   byte CS_LEDGER_HEAL_LOCK                          held while healing the aggregates
+ *   byte CS_LEDGER_KEEP_LOCK                          shared by owners of a file, taken
+ *                                                     exclusively by whoever removes it
  *
  * All multi-byte fields are native-endian (the ledger never leaves the host).
  * Fields marked "atomic" are only touched with C11/GCC atomic operations;
@@ -26,6 +29,9 @@
  *     place, so every process that can open the path sees them complete.
  *   - used[] is the per-device aggregate of every live slot's bytes: the O(1)
  *     admission counter. Writers: any process, by compare-and-swap only.
+ *     Every change a slot's owner makes to used[] is announced first in its
+ *     slot (pending[], then op_seq) and withdrawn after, so a healer can
+ *     tell an in-flight charge from bytes a dead process left behind.
  *   - A slot belongs to the process holding the OFD write lock on its lock
  *     byte. Only the holder writes the slot (plus monitors writing the
  *     control word run_request). A slot whose lock can be taken while its
@@ -39,7 +45,7 @@
 #include <stdint.h>
 
 #define CS_LEDGER_MAGIC "CUSHLDG1"        /* 8 bytes, no terminator stored */
-#define CS_LEDGER_VERSION 1u
+#define CS_LEDGER_VERSION 2u
 #define CS_MAX_DEVICES 16
 #define CS_LEDGER_SLOTS 1024
 #define CS_LEDGER_HEADER_SIZE 4096u
@@ -47,6 +53,14 @@
 /* Held while a context whose size nobody in the tenant has measured yet is
  * created and measured on device d (docs/ledger.md). */
 #define CS_LEDGER_CTX_LOCK(d) (CS_LEDGER_LOCK_BASE - 2u - (uint64_t)(d))
+/* Held (exclusive, never waited for) by the one process that heals the
+ * aggregates of the tenant (docs/ledger.md, "Healing"). */
+#define CS_LEDGER_HEAL_LOCK (CS_LEDGER_LOCK_BASE - 2u - CS_MAX_DEVICES)
+/* Held shared by whoever keeps a ledger file in place (`cushare run` for
+ * its private ledger); a sweeper removes a file only while it holds this
+ * byte exclusively and no slot lock is held (docs/ledger.md, "Private
+ * ledgers"). */
+#define CS_LEDGER_KEEP_LOCK (CS_LEDGER_LOCK_BASE - 3u - CS_MAX_DEVICES)
 
 /* Categories of device memory charged to a slot (docs/accounting.md). */
 #define CS_MEM_CATEGORIES(X)                                                  \
@@ -151,7 +165,11 @@ struct cs_ledger_slot {
     uint64_t bytes[CS_MAX_DEVICES][CS_MEM_CATEGORY_SLOTS]; /* 64 atomic      */
     uint64_t gpu_ns[CS_MAX_DEVICES];     /* 1600 atomic: measured GPU time    */
     uint64_t last_launch_ns[CS_MAX_DEVICES]; /* 1728 atomic CLOCK_MONOTONIC   */
-    uint8_t reserved1[2048 - 1856];
+    uint64_t pending[CS_MAX_DEVICES];   /* 1856 atomic: bytes of charges and
+                                         *      returns in flight per device   */
+    uint64_t op_seq;                    /* 1984 atomic: +1 at every announce;
+                                         *      never reset, not even at claim */
+    uint8_t reserved1[2048 - 1992];
 };
 
 #if defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
@@ -169,6 +187,8 @@ _Static_assert(sizeof(struct cs_ledger_slot) == 2048, "ledger slot size is ABI")
 _Static_assert(offsetof(struct cs_ledger_slot, bytes) == 64, "ABI");
 _Static_assert(offsetof(struct cs_ledger_slot, gpu_ns) == 1600, "ABI");
 _Static_assert(offsetof(struct cs_ledger_slot, last_launch_ns) == 1728, "ABI");
+_Static_assert(offsetof(struct cs_ledger_slot, pending) == 1856, "ABI");
+_Static_assert(offsetof(struct cs_ledger_slot, op_seq) == 1984, "ABI");
 _Static_assert(CS_MEM_NCATEGORIES <= CS_MEM_CATEGORY_SLOTS, "ABI room");
 #endif
 

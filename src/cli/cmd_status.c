@@ -1,8 +1,11 @@
 /*
- * `cushare status [--json] [LEDGER]`: devices and processes of a ledger,
- * read-only (never creates, never claims a slot). LEDGER defaults to
- * $CUDA_DEVICE_MEMORY_SHARED_CACHE. Humans get MiB; --json gives one object
- * with integer bytes and stable keys (docs/ledger.md).
+ * `cushare status [--json] [--no-reap] [LEDGER]`: devices and processes of
+ * a ledger (never creates, never claims a slot). LEDGER defaults to
+ * $CUDA_DEVICE_MEMORY_SHARED_CACHE. Before it is shown, slots of dead
+ * processes are reaped and the aggregates healed, as before any view
+ * (docs/ledger.md); --no-reap, or a ledger the caller may not write, shows
+ * it untouched, dead slots included. Humans get MiB; --json gives one
+ * object with integer bytes and stable keys (docs/ledger.md).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -10,15 +13,19 @@
 #include "cli/cli.h"
 #include "cli/status_model.h"
 
-static const char usage[] = "usage: cushare status [--json] [LEDGER]\n";
+static const char usage[] =
+    "usage: cushare status [--json] [--no-reap] [LEDGER]\n"
+    "  --no-reap  show the ledger as it is: do not reap dead processes' slots first\n";
 
 int cs_cmd_status(int argc, char **argv)
 {
-    bool json = false;
+    bool json = false, reap = true;
     const char *path = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json")) {
             json = true;
+        } else if (!strcmp(argv[i], "--no-reap")) {
+            reap = false;
         } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             fputs(usage, stdout);
             return CS_EXIT_OK;
@@ -36,7 +43,7 @@ int cs_cmd_status(int argc, char **argv)
         }
     }
     struct cs_ledger l;
-    int rc = cs_status_open("status", path, &l);
+    int rc = cs_status_open("status", path, reap, &l);
     if (rc != CS_EXIT_OK)
         return rc;
     struct cs_status *st = malloc(sizeof *st);
@@ -45,6 +52,7 @@ int cs_cmd_status(int argc, char **argv)
         fprintf(stderr, "cushare: status: out of memory\n");
         return CS_EXIT_FAIL;
     }
+    cs_status_settle(&l);
     cs_status_snapshot(&l, st);
     if (json)
         cs_status_print_json(stdout, st);

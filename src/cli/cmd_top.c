@@ -1,6 +1,7 @@
 /*
- * `cushare top [--once] [LEDGER]`: a live view of a ledger, redrawn every
- * 500 ms with plain ANSI escapes (no curses). 'q' quits. The terminal is
+ * `cushare top [--once] [--no-reap] [LEDGER]`: a live view of a ledger,
+ * redrawn every 500 ms with plain ANSI escapes (no curses), the ledger
+ * settled before each frame as before any view (see cmd_status.c). 'q' quits. The terminal is
  * put into non-canonical, no-echo mode and restored on every way out
  * ('q', SIGINT, SIGTERM, SIGHUP, errors). When stdout is not a terminal,
  * or with --once, one frame is printed without escapes.
@@ -20,7 +21,7 @@
 
 #define REFRESH_MS 500
 
-static const char usage[] = "usage: cushare top [--once] [LEDGER]   (q quits)\n";
+static const char usage[] = "usage: cushare top [--once] [--no-reap] [LEDGER]   (q quits)\n";
 
 static volatile sig_atomic_t got_signal;
 static struct termios saved_termios;
@@ -89,13 +90,14 @@ static int term_width(void)
 
 /* Renders one frame into memory; in live mode every line also clears its
  * rest and the frame clears below itself, so redraws do not flicker. */
-static char *render(const struct cs_ledger *l, struct cs_status *st, bool live)
+static char *render(struct cs_ledger *l, struct cs_status *st, bool live)
 {
     char *frame = NULL, *out = NULL;
     size_t flen = 0, olen = 0;
     FILE *f = open_memstream(&frame, &flen);
     if (!f)
         return NULL;
+    cs_status_settle(l);
     cs_status_snapshot(l, st);
     cs_status_print_top(f, st, term_width());
     if (fclose(f) != 0)
@@ -120,11 +122,13 @@ static char *render(const struct cs_ledger *l, struct cs_status *st, bool live)
 
 int cs_cmd_top(int argc, char **argv)
 {
-    bool once = false;
+    bool once = false, reap = true;
     const char *path = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--once")) {
             once = true;
+        } else if (!strcmp(argv[i], "--no-reap")) {
+            reap = false;
         } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             fputs(usage, stdout);
             return CS_EXIT_OK;
@@ -137,7 +141,7 @@ int cs_cmd_top(int argc, char **argv)
         }
     }
     struct cs_ledger l;
-    int rc = cs_status_open("top", path, &l);
+    int rc = cs_status_open("top", path, reap, &l);
     if (rc != CS_EXIT_OK)
         return rc;
     struct cs_status *st = malloc(sizeof *st);

@@ -1,9 +1,12 @@
 /*
  * A consistent snapshot of a ledger for `cushare status` and `cushare top`:
  * which devices to show, every LIVE slot with its liveness (lock held) and
- * its charges, and the renderers (human table, JSON, top frame). Reading
- * never writes to the ledger: it is opened read-only, never created,
- * never claimed.
+ * its charges, and the renderers (human table, JSON, top frame). A ledger
+ * is never created or claimed here. Before a snapshot the ledger is
+ * settled (dead slots reaped, aggregates healed: docs/ledger.md) when the
+ * caller may write it and did not ask otherwise; then it is opened
+ * read-write for that. Otherwise it is opened read-only and shown as it
+ * is, dead slots included.
  */
 #ifndef CS_CLI_STATUS_MODEL_H
 #define CS_CLI_STATUS_MODEL_H
@@ -47,9 +50,14 @@ struct cs_status {
 };
 
 /* Resolves LEDGER (argument, else $CUDA_DEVICE_MEMORY_SHARED_CACHE) and
- * opens it read-only. Returns CS_EXIT_OK, CS_EXIT_USAGE (no path: message
+ * opens it: read-write when `settle` and the caller may write the file,
+ * else read-only. Returns CS_EXIT_OK, CS_EXIT_USAGE (no path: message
  * names the variable) or CS_EXIT_FAIL (the ledger code said why). */
-int cs_status_open(const char *cmd, const char *arg, struct cs_ledger *l);
+int cs_status_open(const char *cmd, const char *arg, bool settle, struct cs_ledger *l);
+
+/* Reaps dead slots and heals the aggregates of a ledger opened read-write
+ * (cs__ledger_reap); nothing for a read-only one. */
+void cs_status_settle(struct cs_ledger *l);
 
 /* Fills *st (large: allocate it) from the mapped ledger. */
 void cs_status_snapshot(const struct cs_ledger *l, struct cs_status *st);

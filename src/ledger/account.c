@@ -6,8 +6,10 @@
  * records the charge in the caller's slot second. release undoes it in the
  * opposite order: slot first, aggregate second. Either way a process killed
  * between the two steps leaves the aggregate over-counted (fail closed:
- * admission is stricter than needed), never under-counted; the over-count
- * is repaired once no slot is LIVE (slot.c, reconcile).
+ * admission is stricter than needed), never under-counted. Both announce
+ * the bytes in the slot's pending[] (and op_seq) before the first step and
+ * withdraw them after the second, so that the heal (heal.c) can tell such
+ * an over-count from a charge in flight and return it while others live.
  */
 #define _GNU_SOURCE
 #include "ledger/ledger.h"
@@ -33,9 +35,9 @@ static int check_args(const struct cs_ledger *l, int dev, int cat)
     return 0;
 }
 
-static int charge(struct cs_ledger *l, int dev, int cat, uint64_t bytes)
+/* Raises the aggregate by `bytes` if the limit allows (one CAS). */
+static int charge_aggregate(struct cs_ledger_header *h, int dev, uint64_t bytes)
 {
-    struct cs_ledger_header *h = l->hdr;
     const uint64_t limit = __atomic_load_n(&h->limit[dev], __ATOMIC_RELAXED);
     uint64_t cur = __atomic_load_n(&h->dev[dev].used, __ATOMIC_SEQ_CST), next;
     do {
@@ -50,8 +52,18 @@ static int charge(struct cs_ledger *l, int dev, int cat, uint64_t bytes)
     while (next > peak && !__atomic_compare_exchange_n(&h->dev[dev].peak, &peak, next, true,
                                                        __ATOMIC_RELAXED, __ATOMIC_RELAXED))
         ;
-    __atomic_fetch_add(&cs__ledger_my_slot(l)->bytes[dev][cat], bytes, __ATOMIC_SEQ_CST);
     return 0;
+}
+
+static int charge(struct cs_ledger *l, int dev, int cat, uint64_t bytes)
+{
+    struct cs_ledger_slot *s = cs__ledger_my_slot(l);
+    cs__ledger_announce(s, dev, bytes);
+    int r = charge_aggregate(l->hdr, dev, bytes);
+    if (r == 0)
+        __atomic_fetch_add(&s->bytes[dev][cat], bytes, __ATOMIC_SEQ_CST);
+    cs__ledger_withdraw(s, dev, bytes);
+    return r;
 }
 
 int cs__ledger_reserve(struct cs_ledger *l, int dev, enum cs_mem_category cat, uint64_t bytes)
@@ -60,9 +72,12 @@ int cs__ledger_reserve(struct cs_ledger *l, int dev, enum cs_mem_category cat, u
     if (r || bytes == 0)
         return r;
     r = charge(l, dev, (int)cat, bytes);
-    /* Over budget: bytes of dead processes may still be counted. */
-    if (r == -ENOMEM && cs__ledger_reap(l) > 0)
+    /* Over budget: bytes of dead processes may still be counted, in their
+     * slots or beyond them; reaping and healing return both. */
+    if (r == -ENOMEM) {
+        cs__ledger_reap(l);
         r = charge(l, dev, (int)cat, bytes);
+    }
     return r;
 }
 
@@ -77,12 +92,12 @@ void cs__ledger_release(struct cs_ledger *l, int dev, enum cs_mem_category cat, 
     }
     if (bytes == 0)
         return;
-    uint64_t took = cs__ledger_sub_clamped(&cs__ledger_my_slot(l)->bytes[dev][cat], bytes);
+    uint64_t agg;
+    uint64_t took = cs__ledger_return(l, cs__ledger_my_slot(l), dev, (int)cat, bytes, &agg);
     if (took < bytes)
         cs_warn_capped(8, SUBSYS, "ledger %s: release of %" PRIu64 " bytes on device %d (%s) "
                        "exceeds the %" PRIu64 " charged to this process; clamped", l->path,
                        bytes, dev, cs__ledger_category_name((int)cat), took);
-    uint64_t agg = cs__ledger_sub_clamped(&l->hdr->dev[dev].used, took);
     if (agg < took)
         cs_warn_capped(8, SUBSYS, "ledger %s: device %d aggregate was %" PRIu64 " bytes short "
                        "on release; clamped at 0", l->path, dev, took - agg);

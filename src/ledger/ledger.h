@@ -90,9 +90,13 @@ int cs__ledger_reserve(struct cs_ledger *l, int dev, enum cs_mem_category cat,
 void cs__ledger_release(struct cs_ledger *l, int dev, enum cs_mem_category cat,
                         uint64_t bytes);
 
-/* Reaps every dead slot (lock free, state LIVE). Returns how many, or
- * -errno. A caller without a slot that finds no LIVE slot at all also
- * resets the aggregates to 0 (the crash-window repair, docs/ledger.md). */
+/* Reaps every dead slot (lock free, state LIVE), then heals the aggregates
+ * (returns what dead processes left charged beyond their slots) unless
+ * another process of the tenant is healing right now. Never waits for
+ * another process. Returns how many slots it reaped, or -errno. Claims do
+ * the same by themselves when no other process is healing; views, refused
+ * admissions and `cushare status` call this. docs/ledger.md, "Reaping" and
+ * "Healing". */
 int cs__ledger_reap(struct cs_ledger *l);
 
 /* Read helpers for views and monitors. */
@@ -145,5 +149,23 @@ extern struct cs_ledger_test_hooks cs__ledger_test_hooks;
  * returns what it subtracted. */
 void cs__ledger_slots_atfork_child(void);
 uint64_t cs__ledger_sub_clamped(uint64_t *p, uint64_t v);
+
+/* Private to src/ledger: the announce protocol (docs/ledger.md,
+ * "Healing"). The owner of slot s announces `bytes` on `dev` before it
+ * changes dev[dev].used or s->bytes[dev][*] and withdraws them after both
+ * changes. return_bytes is such a bracketed return of up to `bytes` of
+ * category cat: slot first, aggregate second; it returns what the slot
+ * held (and, if wanted, what the aggregate gave up). */
+void cs__ledger_announce(struct cs_ledger_slot *s, int dev, uint64_t bytes);
+void cs__ledger_withdraw(struct cs_ledger_slot *s, int dev, uint64_t bytes);
+uint64_t cs__ledger_return(struct cs_ledger *l, struct cs_ledger_slot *s, int dev, int cat,
+                           uint64_t bytes, uint64_t *from_aggregate);
+
+/* Private to src/ledger (heal.c): returns to each device's aggregate what
+ * no slot holds or has in flight. The caller holds the tenant's heal lock
+ * (CS_LEDGER_HEAL_LOCK, so no other process heals) and this process's slot
+ * mutex (so no other thread does). Gives up, changing nothing, while the
+ * tenant's slots keep changing under its scan. Returns bytes returned. */
+uint64_t cs__ledger_heal(struct cs_ledger *l);
 
 #endif

@@ -12,13 +12,22 @@
  * LIVE with a dead owner (reap it: return its bytes, mark it FREE). Reaping
  * happens under the lock, and the state is FREE before the lock is dropped,
  * so each dead slot is reaped exactly once. Bytes are taken out of the slot
- * (atomic exchange) before they are subtracted from the aggregate, so a
- * reaper killed in between leaves the aggregate over-counted, never under.
+ * before they are subtracted from the aggregate, and every such return is
+ * announced in the slot (pending, op_seq) like a release, so a reaper
+ * killed in between leaves the aggregate over-counted, never under, and a
+ * healer running meanwhile counts what is in flight (heal.c).
+ *
+ * Dead slots are reaped when a process claims a slot, whenever reaping is
+ * asked for (views, refused admissions, `cushare status`), and then the
+ * aggregates are healed. At claim this is opportunistic: only the process
+ * that gets the tenant's heal lock without waiting does it, so claims never
+ * queue behind each other.
  *
  * Within one process the description is shared by all threads, and OFD
  * locks do not exclude each other inside one description; a process-private
- * mutex therefore serialises the code that takes slot locks (claim, leave,
- * reap). It is never held across anything slow, and never across processes.
+ * mutex therefore serialises the code that takes slot or heal locks (claim,
+ * leave, reap, heal). It is never held across anything slow, and never
+ * across processes.
  */
 #define _GNU_SOURCE
 #include "ledger/ledger.h"
@@ -67,13 +76,13 @@ struct cs_ledger_slot *cs__ledger_my_slot(const struct cs_ledger *l)
     return cs__ledger_slot(l, l->slot);
 }
 
-static int lock_op(const struct cs_ledger *l, int idx, int cmd, short type)
+static int lock_byte(const struct cs_ledger *l, uint64_t byte, int cmd, short type)
 {
     struct flock fl;
     memset(&fl, 0, sizeof fl);
     fl.l_type = type;
     fl.l_whence = SEEK_SET;
-    fl.l_start = (off_t)(CS_LEDGER_LOCK_BASE + (uint64_t)idx);
+    fl.l_start = (off_t)byte;
     fl.l_len = 1;
     fl.l_pid = 0; /* required for OFD locks */
     if (fcntl(l->fd, cmd, &fl) == 0)
@@ -84,12 +93,12 @@ static int lock_op(const struct cs_ledger *l, int idx, int cmd, short type)
 
 static int try_lock(const struct cs_ledger *l, int idx)
 {
-    return lock_op(l, idx, F_OFD_SETLK, F_WRLCK);
+    return lock_byte(l, CS_LEDGER_LOCK_BASE + (uint64_t)idx, F_OFD_SETLK, F_WRLCK);
 }
 
 static void unlock(const struct cs_ledger *l, int idx)
 {
-    lock_op(l, idx, F_OFD_SETLK, F_UNLCK);
+    lock_byte(l, CS_LEDGER_LOCK_BASE + (uint64_t)idx, F_OFD_SETLK, F_UNLCK);
 }
 
 /* Subtracts up to v, never below zero; returns what was subtracted. */
@@ -101,6 +110,49 @@ uint64_t cs__ledger_sub_clamped(uint64_t *p, uint64_t v)
     while (!__atomic_compare_exchange_n(p, &cur, cur - take, true, __ATOMIC_SEQ_CST,
                                         __ATOMIC_SEQ_CST));
     return take;
+}
+
+void cs__ledger_announce(struct cs_ledger_slot *s, int dev, uint64_t bytes)
+{
+    /* pending before op_seq: a healer that reads the new op_seq first
+     * and pending second is sure to see these bytes (heal.c). */
+    __atomic_fetch_add(&s->pending[dev], bytes, __ATOMIC_SEQ_CST);
+    __atomic_fetch_add(&s->op_seq, 1, __ATOMIC_SEQ_CST);
+}
+
+void cs__ledger_withdraw(struct cs_ledger_slot *s, int dev, uint64_t bytes)
+{
+    cs__ledger_sub_clamped(&s->pending[dev], bytes);
+}
+
+uint64_t cs__ledger_return(struct cs_ledger *l, struct cs_ledger_slot *s, int dev, int cat,
+                           uint64_t bytes, uint64_t *from_aggregate)
+{
+    cs__ledger_announce(s, dev, bytes);
+    uint64_t took = cs__ledger_sub_clamped(&s->bytes[dev][cat], bytes);
+    uint64_t agg = took ? cs__ledger_sub_clamped(&l->hdr->dev[dev].used, took) : 0;
+    cs__ledger_withdraw(s, dev, bytes);
+    if (from_aggregate)
+        *from_aggregate = agg;
+    return took;
+}
+
+/* Returns everything slot s holds. Only its owner adds to a slot, and the
+ * owner is either us (leave) or dead (reap); a few rounds cover a thread
+ * of ours that charged while we returned. What is left (a thread still
+ * charging at exit) stays counted: an over-count the heal repairs. */
+static uint64_t return_all(struct cs_ledger *l, struct cs_ledger_slot *s)
+{
+    uint64_t total = 0;
+    for (int d = 0; d < CS_MAX_DEVICES; d++)
+        for (int c = 0; c < CS_MEM_CATEGORY_SLOTS; c++)
+            for (int round = 0; round < 8; round++) {
+                uint64_t v = LOAD(&s->bytes[d][c]);
+                if (!v)
+                    break;
+                total += cs__ledger_return(l, s, d, c, v, NULL);
+            }
+    return total;
 }
 
 /* A descriptor inherited over fork shares the parent's locks: taking "a
@@ -128,21 +180,17 @@ static int check_writable(const struct cs_ledger *l, const char *what)
 }
 
 /* Returns the bytes of a LIVE slot whose lock we hold and marks it FREE.
- * False when it was not LIVE (nothing to do). */
+ * False when it was not LIVE (nothing to do). Whether the dead owner's
+ * in-flight charge (its pending bytes) reached the aggregate cannot be
+ * known; that is the over-count the heal measures and returns. */
 static bool reap_locked(struct cs_ledger *l, int idx)
 {
     struct cs_ledger_slot *s = slot_at(l, idx);
     if (LOAD_ACQ(&s->state) != CS_SLOT_LIVE)
         return false;
-    uint64_t total = 0;
+    uint64_t total = return_all(l, s);
     for (int d = 0; d < CS_MAX_DEVICES; d++)
-        for (int c = 0; c < CS_MEM_CATEGORY_SLOTS; c++) {
-            uint64_t v = __atomic_exchange_n(&s->bytes[d][c], 0, __ATOMIC_SEQ_CST);
-            if (v) {
-                cs__ledger_sub_clamped(&l->hdr->dev[d].used, v);
-                total += v;
-            }
-        }
+        __atomic_store_n(&s->pending[d], 0, __ATOMIC_SEQ_CST);
     __atomic_store_n(&s->state, CS_SLOT_FREE, __ATOMIC_SEQ_CST);
     cs__ledger_sub_clamped(&l->hdr->live, 1);
     __atomic_fetch_add(&l->hdr->reaped, 1, __ATOMIC_SEQ_CST);
@@ -151,37 +199,9 @@ static bool reap_locked(struct cs_ledger *l, int idx)
     return true;
 }
 
-/* The repair for the crash window: a process killed between charging the
- * aggregate and recording the charge in its slot (or a reaper killed
- * between the two halves of a return) leaves used[] over-counted. When no
- * slot at all is LIVE nobody holds device memory, so the aggregates must be
- * zero. The values are read before the slot scan and only replaced if they
- * are unchanged (CAS): a process that went LIVE after the scan and charged
- * meanwhile makes the CAS fail; one that charged and gave back nets zero. */
-static void reconcile(struct cs_ledger *l)
-{
-    struct cs_ledger_header *h = l->hdr;
-    uint64_t used[CS_MAX_DEVICES];
-    for (int d = 0; d < CS_MAX_DEVICES; d++)
-        used[d] = LOAD(&h->dev[d].used);
-    uint64_t live = LOAD(&h->live);
-    for (int i = 0; i < CS_LEDGER_SLOTS; i++)
-        if (LOAD(&slot_at(l, i)->state) != CS_SLOT_FREE)
-            return;
-    for (int d = 0; d < CS_MAX_DEVICES; d++) {
-        uint64_t v = used[d];
-        if (v && __atomic_compare_exchange_n(&h->dev[d].used, &v, 0, false, __ATOMIC_SEQ_CST,
-                                             __ATOMIC_SEQ_CST))
-            cs_warn(SUBSYS, "ledger %s: no live process, yet device %d had %" PRIu64
-                    " bytes charged (a process died between charging and recording); "
-                    "reset to 0", l->path, d, used[d]);
-    }
-    if (live)
-        __atomic_compare_exchange_n(&h->live, &live, 0, false, __ATOMIC_SEQ_CST,
-                                    __ATOMIC_SEQ_CST);
-}
-
-static int reap_all_locked(struct cs_ledger *l)
+/* Reaps every LIVE slot but ours whose lock is free. No heal lock needed:
+ * each slot's own lock makes its reap happen once. */
+static int reap_dead_locked(struct cs_ledger *l)
 {
     int n = 0;
     for (int i = 0; i < CS_LEDGER_SLOTS; i++) {
@@ -193,9 +213,43 @@ static int reap_all_locked(struct cs_ledger *l)
             n++;
         unlock(l, i);
     }
-    if (l->slot < 0)
-        reconcile(l);
     return n;
+}
+
+/* The heal lock is tried, never waited for: whoever holds it is healing
+ * right now, which is all a caller could want. */
+static bool try_heal_lock(const struct cs_ledger *l)
+{
+    return lock_byte(l, CS_LEDGER_HEAL_LOCK, F_OFD_SETLK, F_WRLCK) == 0;
+}
+
+static void heal_unlock(const struct cs_ledger *l)
+{
+    lock_byte(l, CS_LEDGER_HEAL_LOCK, F_OFD_SETLK, F_UNLCK);
+}
+
+/* Every dead slot reaped, then the aggregates healed if no other process
+ * of the tenant is healing. slot_mu held. */
+static int reap_and_heal_locked(struct cs_ledger *l)
+{
+    int n = reap_dead_locked(l);
+    if (try_heal_lock(l)) {
+        cs__ledger_heal(l);
+        heal_unlock(l);
+    }
+    return n;
+}
+
+/* At claim: only if the heal lock is free, so that a crowd of processes
+ * starting together does not scan the slots once each, all at once; the
+ * one that holds the lock reaps for everybody. slot_mu held. */
+static void reap_and_heal_if_idle(struct cs_ledger *l)
+{
+    if (!try_heal_lock(l))
+        return;
+    reap_dead_locked(l);
+    cs__ledger_heal(l);
+    heal_unlock(l);
 }
 
 int cs__ledger_reap(struct cs_ledger *l)
@@ -204,7 +258,7 @@ int cs__ledger_reap(struct cs_ledger *l)
     if (r)
         return r;
     pthread_mutex_lock(&slot_mu);
-    int n = reap_all_locked(l);
+    int n = reap_and_heal_locked(l);
     pthread_mutex_unlock(&slot_mu);
     return n;
 }
@@ -232,11 +286,15 @@ static void init_slot(struct cs_ledger *l, int idx)
     for (int d = 0; d < CS_MAX_DEVICES; d++) {
         for (int c = 0; c < CS_MEM_CATEGORY_SLOTS; c++)
             STORE_RLX(&s->bytes[d][c], 0);
+        STORE_RLX(&s->pending[d], 0);
         STORE_RLX(&s->gpu_ns[d], 0);
         STORE_RLX(&s->last_launch_ns[d], 0);
     }
+    /* op_seq is not reset: a healer compares it across its scan, and a
+     * slot claimed meanwhile must not look unchanged. */
     __atomic_fetch_add(&s->generation, 1, __ATOMIC_RELAXED);
-    /* Publishes the fields above; seq_cst orders it against reconcile(). */
+    /* Publishes the fields above; seq_cst orders it against the heal's
+     * scan (heal.c). */
     __atomic_store_n(&s->state, CS_SLOT_LIVE, __ATOMIC_SEQ_CST);
     __atomic_fetch_add(&l->hdr->live, 1, __ATOMIC_SEQ_CST);
 }
@@ -249,9 +307,6 @@ int cs__ledger_claim(struct cs_ledger *l)
     if (l->slot >= 0)
         return 0;
     pthread_mutex_lock(&slot_mu);
-    /* Nobody registered: a cheap moment to repair a crash window. */
-    if (LOAD(&l->hdr->live) == 0)
-        reap_all_locked(l);
     const uint64_t start = __atomic_fetch_add(&l->hdr->claim_hint, 1, __ATOMIC_RELAXED);
     for (int k = 0; k < CS_LEDGER_SLOTS; k++) {
         int i = (int)((start + (uint64_t)k) % CS_LEDGER_SLOTS);
@@ -267,6 +322,7 @@ int cs__ledger_claim(struct cs_ledger *l)
         init_slot(l, i);
         l->slot = i;
         l->owner_pid = getpid();
+        reap_and_heal_if_idle(l);
         pthread_mutex_unlock(&slot_mu);
         cs_debug(SUBSYS, "ledger %s: claimed slot %d", l->path, i);
         return 0;
@@ -288,18 +344,16 @@ void cs__ledger_leave(struct cs_ledger *l)
     pthread_mutex_lock(&slot_mu);
     int idx = l->slot;
     struct cs_ledger_slot *s = slot_at(l, idx);
-    for (int d = 0; d < CS_MAX_DEVICES; d++)
-        for (int c = 0; c < CS_MEM_CATEGORY_SLOTS; c++) {
-            uint64_t v = __atomic_exchange_n(&s->bytes[d][c], 0, __ATOMIC_SEQ_CST);
-            if (v)
-                cs__ledger_sub_clamped(&l->hdr->dev[d].used, v);
-        }
+    return_all(l, s);
     __atomic_store_n(&s->state, CS_SLOT_FREE, __ATOMIC_SEQ_CST);
     cs__ledger_sub_clamped(&l->hdr->live, 1);
     unlock(l, idx);
     l->slot = -1;
-    if (LOAD(&l->hdr->live) == 0)
-        reconcile(l);
+    /* The last one out repairs what dead processes left counted. */
+    if (LOAD(&l->hdr->live) == 0 && try_heal_lock(l)) {
+        cs__ledger_heal(l);
+        heal_unlock(l);
+    }
     pthread_mutex_unlock(&slot_mu);
 }
 

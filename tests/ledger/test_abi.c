@@ -1,7 +1,7 @@
 /*
  * ledger_abi: the layout of include/cushare/ledger.h is pinned twice: every
  * field's offset and size against golden numbers, and the first 256 bytes
- * a creator writes against tests/ledger/golden_header_v1.hex (creation time
+ * a creator writes against tests/ledger/golden_header_v2.hex (creation time
  * and pid zeroed). A layout change must bump CS_LEDGER_VERSION and update
  * both (docs/ledger.md). CS_UPDATE_GOLDEN=1 rewrites the hex file.
  */
@@ -17,7 +17,12 @@ static void check_layout(void)
     CHECK_EQ(sizeof(struct cs_ledger_header), 4096);
     CHECK_EQ(sizeof(struct cs_ledger_slot), 2048);
     CHECK_EQ(CS_LEDGER_FILE_SIZE, 4096 + 1024 * 2048);
+    CHECK_EQ(CS_LEDGER_VERSION, 2);
     CHECK_EQ(CS_LEDGER_LOCK_BASE, 1ull << 40);
+    CHECK_EQ(CS_LEDGER_CTX_LOCK(0), (1ull << 40) - 2);
+    CHECK_EQ(CS_LEDGER_CTX_LOCK(15), (1ull << 40) - 17);
+    CHECK_EQ(CS_LEDGER_HEAL_LOCK, (1ull << 40) - 18);
+    CHECK_EQ(CS_LEDGER_KEEP_LOCK, (1ull << 40) - 19);
     CHECK_EQ(CS_MAX_DEVICES, 16);
     CHECK_EQ(CS_LEDGER_SLOTS, 1024);
     CHECK_EQ(CS_MEM_CATEGORY_SLOTS, 12);
@@ -78,7 +83,10 @@ static void check_layout(void)
     OFF(cs_ledger_slot, bytes[1][0], 64 + 96);
     OFF(cs_ledger_slot, gpu_ns, 1600);
     OFF(cs_ledger_slot, last_launch_ns, 1728);
-    OFF(cs_ledger_slot, reserved1, 1856);
+    OFF(cs_ledger_slot, pending, 1856);
+    SZ(cs_ledger_slot, pending, 16 * 8);
+    OFF(cs_ledger_slot, op_seq, 1984);
+    OFF(cs_ledger_slot, reserved1, 1992);
 
     /* Values other languages hard-code. */
     CHECK_EQ(CS_SLOT_FREE, 0);
@@ -96,9 +104,10 @@ static void check_layout(void)
 
 static void hexdump(FILE *f, const unsigned char *b, size_t n)
 {
-    fprintf(f, "# First 256 bytes of a ledger (layout version 1) created with\n"
+    fprintf(f, "# First 256 bytes of a ledger (layout version %u) created with\n"
                "# device_count 2, limit {4 GiB, 2 GiB}, sm_limit {25, 50}, policy force,\n"
-               "# priority -1; created_ns and creator_pid zeroed. See docs/ledger.md.\n");
+               "# priority -1; created_ns and creator_pid zeroed. See docs/ledger.md.\n",
+            CS_LEDGER_VERSION);
     for (size_t i = 0; i < n; i += 16) {
         fprintf(f, "%04zx:", i);
         for (size_t j = i; j < i + 16 && j < n; j++)
@@ -168,7 +177,8 @@ static void check_golden(void)
     const char *src = getenv("CS_SOURCE_DIR");
     CHECK(src != NULL);
     char gpath[4200];
-    snprintf(gpath, sizeof gpath, "%s/tests/ledger/golden_header_v1.hex", src);
+    snprintf(gpath, sizeof gpath, "%s/tests/ledger/golden_header_v%u.hex", src,
+             CS_LEDGER_VERSION);
     const char *upd = getenv("CS_UPDATE_GOLDEN");
     if (upd && !strcmp(upd, "1")) {
         FILE *f = fopen(gpath, "w");

@@ -101,11 +101,11 @@ int main(void)
 
     /* Newer layout version. */
     memcpy(copy, good, len);
-    uint32_t v2 = 2;
-    memcpy(copy + 8, &v2, 4);
+    uint32_t v3 = 3;
+    memcpy(copy + 8, &v3, 4);
     const char *newer = lt_path("newer");
     lt_write_file(newer, copy, len);
-    expect_refused(newer, "newer layout version 2, this build understands 1");
+    expect_refused(newer, "newer layout version 3, this build understands 2");
 
     /* Same version, different slot size (a corrupt or hand-built file). */
     memcpy(copy, good, len);

@@ -3,6 +3,9 @@
  * `cushare top` ($CS_BUILD_DIR/cushare) on ledgers crafted through the
  * ledger API: one live process with charges on two devices, a known UUID,
  * host pid, identity tier, GPU time and a suspension, plus one dead slot.
+ * With --no-reap the dead slot is shown and left alone; without it the
+ * view reaps it first (issue 13: status showed 38 dead slots and their
+ * bytes as used).
  */
 #include "ledger_test.h"
 
@@ -76,6 +79,9 @@ static const char *craft(void)
     free(err);
     CHECK_EQ(cs__ledger_set_device_info(&l, CS_MAX_DEVICES, u, 0), -EINVAL);
 
+    /* Claimed before the dead slot exists: a claim reaps dead slots. */
+    CHECK_EQ(cs__ledger_claim(&l), 0);
+
     /* A dead slot: claimed and charged, then gone without leaving. */
     int fds[2];
     CHECK(pipe(fds) == 0);
@@ -90,8 +96,8 @@ static const char *craft(void)
     }
     lt_read_full(fds[0], &dead_slot, sizeof dead_slot, 10);
     lt_wait_ok(pid, 10);
+    CHECK_EQ(cs__ledger_slot(&l, dead_slot)->state, CS_SLOT_LIVE);
 
-    CHECK_EQ(cs__ledger_claim(&l), 0);
     CHECK_EQ(cs__ledger_reserve(&l, 0, CS_MEM_DATA, 256 * MiB), 0);
     CHECK_EQ(cs__ledger_reserve(&l, 0, CS_MEM_CONTEXT, 64 * MiB), 0);
     CHECK_EQ(cs__ledger_reserve(&l, 1, CS_MEM_VMM, 16 * MiB), 0);
@@ -104,9 +110,17 @@ static const char *craft(void)
     return path;
 }
 
+/* The view reaps the dead slot first: its 8 MiB are no longer used. */
+static void check_reaped_by_view(void)
+{
+    CHECK_EQ(cs__ledger_slot(&l, dead_slot)->state, CS_SLOT_FREE);
+    CHECK_EQ_U(l.hdr->reaped, 1);
+    CHECK_EQ_U(cs__ledger_used(&l, 0), 320 * MiB);
+}
+
 static void case_human(const char *path)
 {
-    const char *args[] = {"status", path, NULL};
+    const char *args[] = {"status", "--no-reap", path, NULL};
     CHECK_EQ(run_cli(NULL, args), 0);
     printf("%s", outbuf);
     char pid[32], slot[32];
@@ -126,23 +140,28 @@ static void case_human(const char *path)
     CHECK_CONTAINS(outbuf, "vmm=16.0");
     CHECK_CONTAINS(outbuf, "1.500 yes");
     CHECK_CONTAINS(outbuf, slot);
-    /* Read-only: the dead slot is shown, not reaped. */
+    /* --no-reap: the dead slot is shown, not reaped. */
     CHECK_EQ(cs__ledger_slot(&l, dead_slot)->state, CS_SLOT_LIVE);
     CHECK_EQ_U(l.hdr->reaped, 0);
-    /* The variable is the default LEDGER. */
+    /* The variable is the default LEDGER; by default the view reaps. */
     const char *args2[] = {"status", NULL};
     CHECK_EQ(run_cli(path, args2), 0);
-    CHECK_CONTAINS(outbuf, "328.0");
+    printf("%s", outbuf);
+    CHECK_CONTAINS(outbuf, "1 processes (0 dead, not yet reaped); 1 reaped so far");
+    CHECK_CONTAINS(outbuf, "320.0");
+    CHECK_CONTAINS(outbuf, "3776.0"); /* free */
+    CHECK(strstr(outbuf, "dead  unknown") == NULL);
+    check_reaped_by_view();
 }
 
 static void case_json(const char *path)
 {
-    const char *args[] = {"status", "--json", path, NULL};
+    const char *args[] = {"status", "--json", "--no-reap", path, NULL};
     CHECK_EQ(run_cli(NULL, args), 0);
     printf("%s", outbuf);
     CHECK_EQ(lt_count_lines(outbuf), 1);
     CHECK_CONTAINS(outbuf, "{\"ledger\":\"");
-    CHECK_CONTAINS(outbuf, "\"version\":1");
+    CHECK_CONTAINS(outbuf, "\"version\":2");
     CHECK_CONTAINS(outbuf, "\"index\":0,\"uuid\":\"GPU-01020304-0506-0708-090a-0b0c0d0e0f10\","
                            "\"limit\":4294967296,\"used\":343932928,\"free\":3951034368");
     CHECK_CONTAINS(outbuf, "\"index\":1,\"uuid\":null,\"limit\":0,\"used\":16777216,"
@@ -163,7 +182,7 @@ static void case_json(const char *path)
              "import json,sys\n"
              "d=json.load(open(sys.argv[1]))\n"
              "dev={x['index']:x for x in d['devices']}\n"
-             "assert d['version']==1 and d['ledger']==sys.argv[2]\n"
+             "assert d['version']==2 and d['ledger']==sys.argv[2]\n"
              "assert dev[0]['limit']==4294967296 and dev[0]['used']==343932928\n"
              "assert dev[0]['free']==3951034368 and dev[0]['sm_limit']==25\n"
              "assert dev[1]['free'] is None and dev[1]['uuid'] is None\n"
@@ -186,6 +205,14 @@ static void case_json(const char *path)
         printf("python3 not found: JSON checked by substrings only\n");
     else
         CHECK_EQ(WEXITSTATUS(st), 0);
+
+    const char *reaping[] = {"status", "--json", path, NULL};
+    CHECK_EQ(run_cli(NULL, reaping), 0);
+    printf("%s", outbuf);
+    CHECK_CONTAINS(outbuf, "\"live\":1,\"reaped\":1,");
+    CHECK_CONTAINS(outbuf, "\"used\":335544320,\"free\":3959422976");
+    CHECK(strstr(outbuf, "\"state\":\"dead\"") == NULL);
+    check_reaped_by_view();
 }
 
 static void case_errors(const char *path)
@@ -212,22 +239,22 @@ static void case_errors(const char *path)
     size_t len;
     char *good = lt_read_file(path, &len);
     CHECK(good != NULL);
-    uint32_t v2 = 2;
-    memcpy(good + 8, &v2, 4);
+    uint32_t v3 = 3;
+    memcpy(good + 8, &v3, 4);
     const char *newer = lt_path("newer");
     lt_write_file(newer, good, len);
     const char *n[] = {"status", "--json", newer, NULL};
     CHECK_EQ(run_cli(NULL, n), 1);
     CHECK_CONTAINS(errbuf, newer);
-    CHECK_CONTAINS(errbuf, "newer layout version 2, this build understands 1");
+    CHECK_CONTAINS(errbuf, "newer layout version 3, this build understands 2");
     CHECK_CONTAINS(errbuf, "remove it or point CUDA_DEVICE_MEMORY_SHARED_CACHE at a fresh path");
     CHECK_STREQ(outbuf, "");
     size_t len2;
     char *after = lt_read_file(newer, &len2);
     CHECK(len2 == len && memcmp(after, good, len) == 0);
     free(after);
-    uint32_t v1 = 1;
-    memcpy(good + 8, &v1, 4);
+    uint32_t v2 = 2;
+    memcpy(good + 8, &v2, 4);
     const char *trunc = lt_path("trunc");
     lt_write_file(trunc, good, 1000);
     const char *t[] = {"top", trunc, NULL};
@@ -238,7 +265,7 @@ static void case_errors(const char *path)
 
 static void case_top(const char *path)
 {
-    const char *once[] = {"top", "--once", path, NULL};
+    const char *once[] = {"top", "--once", "--no-reap", path, NULL};
     CHECK_EQ(run_cli(NULL, once), 0);
     printf("%s", outbuf);
     CHECK_CONTAINS(outbuf, "GPU 0 ");
@@ -252,8 +279,11 @@ static void case_top(const char *path)
     /* stdout is not a terminal: one frame, then exit (no --once needed). */
     const char *plain[] = {"top", path, NULL};
     CHECK_EQ(run_cli(NULL, plain), 0);
-    CHECK_CONTAINS(outbuf, "328.0 / 4096.0 MiB");
+    printf("%s", outbuf);
+    CHECK_CONTAINS(outbuf, "320.0 / 4096.0 MiB");
+    CHECK(strstr(outbuf, "dead") == NULL);
     CHECK(strchr(outbuf, '\033') == NULL);
+    check_reaped_by_view();
 }
 
 int main(int argc, char **argv)

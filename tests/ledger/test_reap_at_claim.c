@@ -1,0 +1,139 @@
+/*
+ * ledger_reap_at_claim: issue 13 found 38 dead slots holding 9744 of
+ * 12288 MiB after SIGKILL churn, with nothing running, because dead slots
+ * were reaped only when an admission was refused. A process that claims a
+ * slot now reaps them (and heals what they left beyond their slots), with
+ * or without live processes around, before it has charged or viewed
+ * anything.
+ *
+ * Only the ledger API of layout version 1 is used, so that the same test
+ * shows the old behaviour.
+ */
+#include "ledger_test.h"
+
+#define LIMIT (12288 * MiB)
+#define DEAD 38
+#define EACH (256 * MiB)
+
+/* DEAD children claim and charge EACH, all before any of them dies (a
+ * claim reaps, so they must not die one by one), then are SIGKILLed; the
+ * aggregate is first raised by `window` bytes no slot records, as a child
+ * killed inside a charge leaves it (raised only once every claim is done,
+ * so that no claim heals it early). */
+static void kill_a_crowd(struct cs_ledger *l, uint64_t window)
+{
+    int ready[2];
+    CHECK(pipe(ready) == 0);
+    pid_t kids[DEAD];
+    for (int i = 0; i < DEAD; i++) {
+        kids[i] = fork();
+        CHECK(kids[i] >= 0);
+        if (kids[i] == 0) {
+            close(ready[0]);
+            CHECK_EQ(cs__ledger_after_fork(l), 0);
+            CHECK_EQ(cs__ledger_claim(l), 0);
+            CHECK_EQ(cs__ledger_reserve(l, 0, CS_MEM_DATA, EACH), 0);
+            lt_write_full(ready[1], "r", 1);
+            for (;;)
+                pause();
+        }
+    }
+    close(ready[1]);
+    for (int i = 0; i < DEAD; i++) {
+        char c;
+        lt_read_full(ready[0], &c, 1, 30);
+    }
+    close(ready[0]);
+    __atomic_fetch_add(&l->hdr->dev[0].used, window, __ATOMIC_SEQ_CST);
+    for (int i = 0; i < DEAD; i++)
+        CHECK(kill(kids[i], SIGKILL) == 0);
+    for (int i = 0; i < DEAD; i++) {
+        int st = lt_wait(kids[i], 30);
+        CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+    }
+}
+
+static int dead_slots(const struct cs_ledger *l)
+{
+    int n = 0;
+    for (int i = 0; i < CS_LEDGER_SLOTS; i++)
+        n += cs__ledger_slot(l, i)->state == CS_SLOT_LIVE && !cs__ledger_slot_alive(l, i);
+    return n;
+}
+
+/* A live holder of 100 MiB that stays until told. */
+static pid_t holder(struct cs_ledger *l, int *go_fd)
+{
+    int ready[2], go[2];
+    CHECK(pipe(ready) == 0 && pipe(go) == 0);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        close(ready[0]);
+        close(go[1]);
+        CHECK_EQ(cs__ledger_after_fork(l), 0);
+        CHECK_EQ(cs__ledger_claim(l), 0);
+        CHECK_EQ(cs__ledger_reserve(l, 0, CS_MEM_DATA, 100 * MiB), 0);
+        lt_write_full(ready[1], "r", 1);
+        char c;
+        lt_read_full(go[0], &c, 1, 120);
+        cs__ledger_release(l, 0, CS_MEM_DATA, 100 * MiB);
+        cs__ledger_leave(l);
+        _exit(0);
+    }
+    close(ready[1]);
+    close(go[0]);
+    char c;
+    lt_read_full(ready[0], &c, 1, 10);
+    close(ready[0]);
+    *go_fd = go[1];
+    return pid;
+}
+
+int main(void)
+{
+    struct cs_ledger_params p = lt_params(LIMIT);
+    struct cs_ledger l;
+    CHECK_EQ(cs__ledger_open(lt_path("claim"), &p, false, &l), 0);
+
+    /* Everybody gone: the next process's claim alone reaps them all. */
+    kill_a_crowd(&l, 0);
+    CHECK_EQ(dead_slots(&l), DEAD);
+    CHECK_EQ_U(l.hdr->live, DEAD);
+    CHECK_EQ_U(cs__ledger_used(&l, 0), DEAD * EACH);
+    CHECK_EQ(cs__ledger_claim(&l), 0);
+    CHECK_EQ(dead_slots(&l), 0);
+    CHECK_EQ_U(l.hdr->reaped, DEAD);
+    CHECK_EQ_U(l.hdr->live, 1);
+    CHECK_EQ_U(cs__ledger_used(&l, 0), 0);
+    cs__ledger_leave(&l);
+
+    /* A live process stays; one of the dead left 30 MiB beyond its slot.
+     * The next claim reaps the dead, heals the 30 MiB and leaves the live
+     * holder's 100 MiB alone. */
+    int go;
+    pid_t h = holder(&l, &go);
+    kill_a_crowd(&l, 30 * MiB);
+    CHECK_EQ(dead_slots(&l), DEAD);
+    CHECK_EQ_U(cs__ledger_used(&l, 0), 100 * MiB + DEAD * EACH + 30 * MiB);
+    lt_capture_begin();
+    CHECK_EQ(cs__ledger_claim(&l), 0);
+    char *err = lt_capture_end();
+    printf("%s", err);
+    free(err);
+    CHECK_EQ(dead_slots(&l), 0);
+    CHECK_EQ_U(l.hdr->reaped, 2 * DEAD);
+    CHECK_EQ_U(l.hdr->live, 2);
+    CHECK_EQ_U(cs__ledger_used(&l, 0), 100 * MiB);
+    CHECK_EQ(cs__ledger_reserve(&l, 0, CS_MEM_DATA, LIMIT - 100 * MiB), 0);
+    cs__ledger_release(&l, 0, CS_MEM_DATA, LIMIT - 100 * MiB);
+
+    lt_write_full(go, "g", 1);
+    close(go);
+    lt_wait_ok(h, 10);
+    cs__ledger_leave(&l);
+    CHECK_EQ_U(cs__ledger_used(&l, 0), 0);
+    cs__ledger_close(&l);
+    printf("ledger_reap_at_claim: ok\n");
+    return 0;
+}
