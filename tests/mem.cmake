@@ -15,6 +15,8 @@ endfunction()
 
 cs_mem_test(mem_families test_families.c "CUDA_DEVICE_MEMORY_LIMIT=64m")
 cs_mem_test(mem_views test_views.c "CUDA_DEVICE_MEMORY_LIMIT=64m" "FAKECUDA_CTX_BYTES=8m")
+cs_mem_test(mem_views_reap test_views_reap.c "CUDA_DEVICE_MEMORY_LIMIT=64m"
+  "FAKECUDA_CTX_BYTES=8m")
 cs_mem_test(mem_race test_race.c "CUDA_DEVICE_MEMORY_LIMIT=64m")
 cs_mem_test(mem_sigkill test_sigkill.c "CUDA_DEVICE_MEMORY_LIMIT=64m")
 cs_mem_test(mem_bad_config test_bad_config.c "CUDA_DEVICE_MEMORY_LIMIT=4x")

@@ -2,6 +2,12 @@
  * The CUDA memory view of a slice: total = min(limit, physical), free =
  * min(physical free, total - used), never below zero. Devices without a
  * budget show the driver's truth.
+ *
+ * `used` is read only after the ledger is settled: slots of dead processes
+ * reaped and what they left beyond their slots healed (docs/ledger.md), so
+ * that a framework sizing its pool from free memory is not handed the
+ * charges of processes that are gone. cuDeviceTotalMem shows the budget,
+ * which no charge changes, so it settles nothing.
  */
 #include "mem/admit.h"
 
@@ -17,6 +23,7 @@ void cs__slice_view(int dev, uint64_t phys_total, uint64_t phys_free, uint64_t *
         return;
     }
     uint64_t t = min_u64(limit, phys_total);
+    cs__ledger_reap(&cs_rt.ledger);
     uint64_t used = cs__ledger_used(&cs_rt.ledger, dev);
     *total = t;
     *free_out = min_u64(phys_free, used >= t ? 0 : t - used);
