@@ -59,3 +59,15 @@ cs_mem_ctx_test(mem_ctx_cycles test_ctx_cycles.c "CUDA_DEVICE_MEMORY_LIMIT=64m"
   "CUSHARE_BOARD=${CMAKE_BINARY_DIR}/tmp/mem_ctx_cycles.board")
 cs_mem_ctx_test(mem_ctx_sigkill test_ctx_sigkill.c "CUDA_DEVICE_MEMORY_LIMIT=64m"
   "FAKECUDA_CTX_BYTES=16m" "FAKECUDA_CTX_EXTRA_BYTES=8m")
+# Private ledgers (no CUDA_DEVICE_MEMORY_SHARED_CACHE) leave nothing behind:
+# killed, exec'd, fork children; dead files swept, live and foreign kept.
+# One source, the case is its argument; "foreign" needs root (else SKIP).
+foreach(case leftovers sweep foreign)
+  set(name mem_private_${case})
+  cs_add_test(${name} SOURCES mem/test_private_ledger.c LIBS cs_common fakecuda_driver
+    ARGS ${case} ENV "LD_PRELOAD=${CS_LIB}" "FAKECUDA_MEM=1g" "CUDA_DEVICE_MEMORY_LIMIT=64m"
+      "CUSHARE_LOG_LEVEL=warn")
+  target_include_directories(${name} PRIVATE ${CMAKE_SOURCE_DIR}/tests/mem
+    ${CMAKE_SOURCE_DIR}/tests/ledger)
+  set_tests_properties(${name} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120)
+endforeach()

@@ -6,6 +6,7 @@
  * locks (src/ledger). Within the process a mutex orders the first callers.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <stdio.h>
@@ -64,70 +65,78 @@ static int init_state;
 static pthread_mutex_t init_mutex = PTHREAD_MUTEX_INITIALIZER;
 static bool handlers_installed;
 
-static bool private_ledger; /* set once in first_init */
-static pid_t private_owner;  /* the process that made it removes it */
+/* Without CUDA_DEVICE_MEMORY_SHARED_CACHE the tenant is this process and
+ * its fork children: a private ledger in a per-user 0700 directory of
+ * /dev/shm. (A shared default path would let a stale ledger's limits apply
+ * to unrelated later programs.) Once our slot is claimed its name is
+ * removed: fork children reach the file through /proc/self/fd (see
+ * on_fork_child), nothing else needs the name, and a file without a name
+ * is gone with its last process however that ends (SIGKILL, exec). Dead
+ * files older builds or a kill in the instant before the unlink left
+ * behind are swept then. docs/ledger.md, "Private ledgers". */
+#define PRIVATE_PREFIX "private-"
+
+static bool private_ledger;        /* set once in first_init */
+static bool private_named;         /* its name could not be removed (no /proc) */
+static char private_dir[64];       /* where private ledgers of our uid live */
 
 static void on_exit_leave(void)
 {
     if (__atomic_load_n(&init_state, __ATOMIC_ACQUIRE) != 1)
         return;
     cs__ledger_leave(&cs_rt.ledger);
-    if (private_ledger && private_owner == getpid())
-        unlink(cs_rt.ledger.path);
+    /* Still named: the last process of the tree removes it. */
+    if (private_ledger && private_named)
+        cs__ledger_remove_if_unused(&cs_rt.ledger);
 }
 
 /* Runs in the child right after fork. The child shares the parent's open
- * file description, hence the parent's slot lock: drop our reference at
- * once so the parent's death stays visible, and re-initialise lazily. */
+ * file description, hence the parent's slot lock: trade it at once for a
+ * description of our own (so the parent's death stays visible, and an
+ * unnamed private ledger stays reachable), and re-initialise lazily.
+ * Without /proc the descriptor is dropped and the path opened later. */
 static void on_fork_child(void)
 {
     pthread_mutex_init(&init_mutex, NULL);
     if (cs_rt.ledger.fd >= 0) {
+        int own = cs__ledger_reopen_fd(cs_rt.ledger.fd, cs_rt.ledger.read_only ? O_RDONLY
+                                                                               : O_RDWR);
         close(cs_rt.ledger.fd);
-        cs_rt.ledger.fd = -1;
+        cs_rt.ledger.fd = own;
     }
     cs_rt.ledger.slot = -1;
     if (init_state == 1)
         init_state = 2; /* "re-initialise after fork" */
 }
 
-static void fill_ledger_params(const struct cs_config *c, struct cs_ledger_params *p)
-{
-    memset(p, 0, sizeof *p);
-    /* Devices are not known before cuInit; record how many carry a
-     * configured value (at least one). */
-    p->device_count = 1;
-    for (int d = 0; d < CS_MAX_DEVICES; d++) {
-        p->limit[d] = cs__config_mem_limit(c, d);
-        p->sm_limit[d] = cs__config_sm_limit(c, d);
-        if (c->mem_limit_set[d] || c->sm_limit_set[d])
-            p->device_count = (uint32_t)d + 1;
-    }
-    p->policy = c->policy;
-    p->priority = c->priority;
-}
-
-/* Without CUDA_DEVICE_MEMORY_SHARED_CACHE the tenant is this process and
- * its fork children: a private ledger in a per-user 0700 directory of
- * /dev/shm, removed at normal exit. (A shared default path would let a
- * stale ledger's limits apply to unrelated later programs.) */
-
 static int private_ledger_path(char *out, size_t len)
 {
-    char dir[64];
-    int rc = cs__user_dir("init", "/dev/shm", dir, sizeof dir);
+    int rc = cs__user_dir("init", "/dev/shm", private_dir, sizeof private_dir);
     if (rc)
         return rc;
-    snprintf(out, len, "%s/private-%d-%llx.ledger", dir, (int)getpid(),
+    snprintf(out, len, "%s/" PRIVATE_PREFIX "%d-%llx.ledger", private_dir, (int)getpid(),
              (unsigned long long)cs__now_ns());
     private_ledger = true;
     return 0;
 }
 
+/* Our slot is claimed: drop the name, then remove what dead processes
+ * left in the directory (cheap: live private ledgers have no name). */
+static void settle_private_ledger(void)
+{
+    int rc = cs__ledger_unname(&cs_rt.ledger);
+    if (rc) {
+        private_named = true;
+        cs_debug("init", "private ledger %s keeps its name (%s): removed at exit",
+                 cs_rt.ledger.path, strerror(-rc));
+    }
+    cs__ledger_sweep(private_dir, PRIVATE_PREFIX);
+}
+
 static int open_ledger(void)
 {
     struct cs_ledger_params params;
-    fill_ledger_params(&cs_rt.cfg, &params);
+    cs__ledger_params_from_config(&cs_rt.cfg, &params);
     char priv[128];
     const char *path = cs_rt.cfg.ledger_path;
     if (!path[0]) {
@@ -139,7 +148,10 @@ static int open_ledger(void)
     int rc = cs__ledger_open(path, &params, false, &cs_rt.ledger);
     if (rc)
         return rc;
-    return cs__ledger_claim(&cs_rt.ledger);
+    rc = cs__ledger_claim(&cs_rt.ledger);
+    if (!rc && private_ledger)
+        settle_private_ledger();
+    return rc;
 }
 
 static int first_init(void)
@@ -182,8 +194,6 @@ int cs__init(void)
     s = init_state;
     if (s == 0 || s == 2) {
         int rc = s == 0 ? first_init() : reinit_after_fork();
-        if (!rc && s == 0)
-            private_owner = getpid();
         if (!rc && !handlers_installed) {
             handlers_installed = true;
             atexit(on_exit_leave);

@@ -128,6 +128,32 @@ int cs__ledger_set_device_info(struct cs_ledger *l, int dev, const uint8_t uuid[
 int cs__ledger_set_identity(struct cs_ledger *l, int32_t host_pid, uint32_t tier,
                             uint32_t reason);
 
+/* Private ledgers (src/ledger/sweep.c; docs/ledger.md, "Private ledgers").
+ *
+ * params_from_config: the parameters a creator writes, from a parsed
+ * configuration (the library and `cushare run` create alike).
+ * keep: takes a shared lock on the keep byte, so that no sweep removes the
+ * file while this open file description lives, then checks the path still
+ * names our file. 0; -EAGAIN (a remover holds the byte) or -ESTALE (the
+ * name is gone): make another file.
+ * remove_if_unused: unlinks the path if it names our file and nobody else
+ * keeps it or holds a slot in it; true if it did.
+ * unname: unlinks the path (if it still names our file) once fork children
+ * can reach the file through /proc/self/fd; 0, or -errno and the name
+ * stays (no /proc).
+ * reopen_fd: a new open file description of what fd is open on, through
+ * /proc/self/fd (O_CLOEXEC added); async-signal-safe; -1 with errno.
+ * sweep: removes every unused file of dir whose name is prefix followed by
+ * pid/clock digits (and maybe ".ledger") and that the caller's uid owns;
+ * returns how many, or -errno. */
+struct cs_config;
+void cs__ledger_params_from_config(const struct cs_config *c, struct cs_ledger_params *p);
+int cs__ledger_keep(struct cs_ledger *l);
+bool cs__ledger_remove_if_unused(struct cs_ledger *l);
+int cs__ledger_unname(struct cs_ledger *l);
+int cs__ledger_reopen_fd(int fd, int flags);
+int cs__ledger_sweep(const char *dir, const char *prefix);
+
 /* Names from the X-macro lists of the ABI ("data", "nvml-namespace"), or
  * "?" when out of range (a newer writer). */
 const char *cs__ledger_category_name(int cat);
