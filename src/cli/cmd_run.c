@@ -1,26 +1,41 @@
 /*
  * `cushare run`: runs a command in a slice. It writes the environment
  * contract (HAMi's names, so the same library serves HAMi's control plane)
- * and the preload, then runs the command as a child so that a private
- * ledger it made can be removed when the command ends; signals are
- * forwarded and the child's exit status is ours.
+ * and the preload, then runs the command as a child, so that the private
+ * ledger it made can be removed when the command ends; the child's exit
+ * status is ours.
+ *
+ * Its private ledger is made here, before the command starts, and kept
+ * (docs/ledger.md, "Private ledgers") until the command ends; one that a
+ * killed `cushare run` left behind is swept by the next.
+ *
+ * Signals sent to it (INT, TERM, HUP, QUIT, USR1, USR2) go on to the
+ * command, except what the kernel sends the terminal's foreground process
+ * group, which the command got already. The command gets SIGKILL when
+ * `cushare run` dies, so that even one killed with SIGKILL leaves no
+ * orphan behind.
  */
+#define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
 #include "core/userdir.h"
 #include "core/config.h"
 #include "cushare/ledger.h"
+#include "ledger/ledger.h"
 
 static const char run_usage[] =
     "usage: cushare run [--mem SIZE[,SIZE...]] [--sm PCT[,PCT...]] [--ledger FILE]\n"
@@ -30,14 +45,30 @@ static const char run_usage[] =
     "  --sm       compute share in percent (1..100), one or one per device\n"
     "  --ledger   the tenant's ledger file (shared by every process of the tenant);\n"
     "             default: a private one, removed when CMD ends\n"
-    "  --exec     replace cushare with CMD (no private-ledger cleanup)\n";
+    "  --exec     replace cushare with CMD (no signal relay; a private ledger is\n"
+    "             removed by a later run once unused)\n"
+    "Signals INT, TERM, HUP, QUIT, USR1 and USR2 sent to cushare go on to CMD;\n"
+    "if cushare dies, CMD is killed.\n";
 
-static pid_t child_pid;
+/* Signals relayed to the command. */
+static const int relayed[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+#define NRELAYED (sizeof relayed / sizeof relayed[0])
 
-static void forward_signal(int sig)
+/* The command's pid, for the handler. Written once, while the relayed
+ * signals are blocked, before any handler can run. */
+static volatile pid_t child_pid;
+
+static void relay_signal(int sig, siginfo_t *si, void *uc)
 {
-    if (child_pid > 0)
-        kill(child_pid, sig);
+    (void)uc;
+    /* SI_KERNEL: sent by the terminal to its foreground process group,
+     * the command's group too; relaying it would deliver it twice. From
+     * the command itself: it meant us. */
+    if (child_pid <= 0 || si->si_code == SI_KERNEL || si->si_pid == child_pid)
+        return;
+    int saved = errno;
+    kill(child_pid, sig);
+    errno = saved;
 }
 
 /* "a,b,c" → one env var for all devices, or NAME_<i> per element. */
@@ -86,17 +117,38 @@ static void add_preload(const char *lib)
     setenv("LD_PRELOAD", buf, 1);
 }
 
-/* A private ledger path in a 0700 per-user directory. */
-static int private_ledger(char *out, size_t len)
+/* Makes the command's private ledger in a 0700 per-user directory, after
+ * sweeping ledgers that killed runs left there, and keeps it: until we
+ * close it, no sweep removes it. */
+static int make_private_ledger(const struct cs_config *cfg, struct cs_ledger *l)
 {
     const char *base = getenv("XDG_RUNTIME_DIR");
     char dir[PATH_MAX];
     if (cs__user_dir("run", base && *base ? base : "/tmp", dir, sizeof dir))
         return -1;
-    if ((size_t)snprintf(out, len, "%.*s/ledger-%d", (int)(len - 32), dir, (int)getpid()) >= len)
-        return -1;
-    unlink(out); /* a stale file from a recycled pid */
-    return 0;
+    cs__ledger_sweep(dir, "ledger-");
+    struct cs_ledger_params params;
+    cs__ledger_params_from_config(cfg, &params);
+    for (int attempt = 0; attempt < 16; attempt++) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        char path[PATH_MAX + 64];
+        snprintf(path, sizeof path, "%s/ledger-%d-%llx", dir, (int)getpid(),
+                 (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec);
+        if (cs__ledger_open(path, &params, false, l))
+            return -1; /* the ledger code said why */
+        int r = cs__ledger_keep(l);
+        if (r == 0)
+            return 0;
+        cs__ledger_close(l);
+        if (r != -EAGAIN && r != -ESTALE) {
+            fprintf(stderr, "cushare: run: cannot keep ledger %s: %s\n", path, strerror(-r));
+            return -1;
+        }
+        /* Another run's sweep took it between creation and keep. */
+    }
+    fprintf(stderr, "cushare: run: ledgers in %s keep being removed as they are made\n", dir);
+    return -1;
 }
 
 static int wait_child(pid_t pid)
@@ -108,6 +160,55 @@ static int wait_child(pid_t pid)
     if (WIFEXITED(status))
         return WEXITSTATUS(status);
     return 128 + WTERMSIG(status);
+}
+
+/* In the child, between fork and exec: die with `parent` (SIGKILL: when it
+ * was killed with SIGKILL nothing else would end us), unless it is gone
+ * already (then getppid() is no longer it); then the signal dispositions
+ * and mask the command would have inherited. */
+static void exec_command(char **argv, pid_t parent, const sigset_t *mask,
+                         const struct sigaction *actions)
+{
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
+        _exit(CS_EXIT_FAIL);
+    for (size_t i = 0; i < NRELAYED; i++)
+        sigaction(relayed[i], &actions[i], NULL);
+    sigprocmask(SIG_SETMASK, mask, NULL);
+    execvp(argv[0], argv);
+    fprintf(stderr, "cushare: run: cannot run %s: %s\n", argv[0], strerror(errno));
+    _exit(errno == ENOENT ? 127 : 126);
+}
+
+/* Runs the command as our child, relaying signals; returns its status. */
+static int run_command(char **argv)
+{
+    sigset_t block, mask;
+    sigemptyset(&block);
+    for (size_t i = 0; i < NRELAYED; i++)
+        sigaddset(&block, relayed[i]);
+    /* Blocked from before the fork until child_pid is set: a signal in
+     * between is relayed, not lost, and never handled in the child. */
+    sigprocmask(SIG_BLOCK, &block, &mask);
+    struct sigaction sa, actions[NRELAYED];
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = relay_signal;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sa.sa_mask = block;
+    for (size_t i = 0; i < NRELAYED; i++)
+        sigaction(relayed[i], &sa, &actions[i]);
+    const pid_t parent = getpid();
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "cushare: run: fork: %s\n", strerror(errno));
+        sigprocmask(SIG_SETMASK, &mask, NULL);
+        return CS_EXIT_FAIL;
+    }
+    if (pid == 0)
+        exec_command(argv, parent, &mask, actions);
+    child_pid = pid;
+    sigprocmask(SIG_SETMASK, &mask, NULL);
+    return wait_child(pid);
 }
 
 int cs_cmd_run(int argc, char **argv)
@@ -168,42 +269,34 @@ int cs_cmd_run(int argc, char **argv)
         return CS_EXIT_FAIL;
     add_preload(lib);
 
-    char priv[PATH_MAX] = "";
-    if (ledger) {
+    if (ledger)
         setenv("CUDA_DEVICE_MEMORY_SHARED_CACHE", ledger, 1);
-    } else if (!getenv("CUDA_DEVICE_MEMORY_SHARED_CACHE")) {
-        if (private_ledger(priv, sizeof priv))
-            return CS_EXIT_FAIL;
-        setenv("CUDA_DEVICE_MEMORY_SHARED_CACHE", priv, 1);
-    }
     /* Validate the whole contract now: a typo is a usage error here rather
      * than a CUDA failure later. */
     struct cs_config cfg;
     if (cs__config_from_env(&cfg))
         return CS_EXIT_USAGE;
 
+    /* Made and kept by us; closed (and removed if unused) at the end. */
+    struct cs_ledger own = {.fd = -1, .slot = -1};
+    if (!cfg.ledger_path[0]) {
+        if (make_private_ledger(&cfg, &own))
+            return CS_EXIT_FAIL;
+        setenv("CUDA_DEVICE_MEMORY_SHARED_CACHE", own.path, 1);
+    }
     if (do_exec) {
+        /* Our keep lock goes with exec (O_CLOEXEC); the command's library
+         * keeps the ledger itself from its first CUDA call on. */
         execvp(argv[optind], argv + optind);
-        fprintf(stderr, "cushare: run: cannot run %s: %s\n", argv[optind], strerror(errno));
-        return errno == ENOENT ? 127 : 126;
+        int e = errno;
+        fprintf(stderr, "cushare: run: cannot run %s: %s\n", argv[optind], strerror(e));
+        rc = e == ENOENT ? 127 : 126;
+    } else {
+        rc = run_command(argv + optind);
     }
-    child_pid = fork();
-    if (child_pid < 0) {
-        fprintf(stderr, "cushare: run: fork: %s\n", strerror(errno));
-        return CS_EXIT_FAIL;
+    if (own.hdr) {
+        cs__ledger_remove_if_unused(&own);
+        cs__ledger_close(&own);
     }
-    if (child_pid == 0) {
-        execvp(argv[optind], argv + optind);
-        fprintf(stderr, "cushare: run: cannot run %s: %s\n", argv[optind], strerror(errno));
-        _exit(errno == ENOENT ? 127 : 126);
-    }
-    struct sigaction sa = {.sa_handler = forward_signal};
-    sigemptyset(&sa.sa_mask);
-    int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
-    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
-        sigaction(sigs[i], &sa, NULL);
-    rc = wait_child(child_pid);
-    if (priv[0])
-        unlink(priv);
     return rc;
 }

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
@@ -133,19 +134,42 @@ static void settle_private_ledger(void)
     cs__ledger_sweep(private_dir, PRIVATE_PREFIX);
 }
 
+/* A ledger found by name (CUDA_DEVICE_MEMORY_SHARED_CACHE) is kept by us
+ * for as long as this process has it open: no sweep may remove its name
+ * between our open and our claim and let later processes of the tenant
+ * make a second ledger beside ours (cushare run's ledgers are swept). A
+ * remover that came first makes us open the name again (it then creates
+ * the file anew); one at work right now holds the keep byte for a moment. */
+static int open_shared_ledger(const char *path, const struct cs_ledger_params *params)
+{
+    for (int attempt = 0; attempt < 100; attempt++) {
+        int rc = cs__ledger_open(path, params, false, &cs_rt.ledger);
+        if (rc)
+            return rc;
+        rc = cs__ledger_keep(&cs_rt.ledger);
+        if (rc != -EAGAIN && rc != -ESTALE)
+            return rc;
+        cs__ledger_close(&cs_rt.ledger);
+        sched_yield();
+    }
+    cs_err("init", "ledger %s keeps being removed while it is opened", path);
+    return -EAGAIN;
+}
+
 static int open_ledger(void)
 {
     struct cs_ledger_params params;
     cs__ledger_params_from_config(&cs_rt.cfg, &params);
     char priv[128];
     const char *path = cs_rt.cfg.ledger_path;
-    if (!path[0]) {
-        int rc = private_ledger_path(priv, sizeof priv);
-        if (rc)
-            return rc;
-        path = priv;
+    int rc;
+    if (path[0]) {
+        rc = open_shared_ledger(path, &params);
+    } else {
+        rc = private_ledger_path(priv, sizeof priv);
+        if (!rc)
+            rc = cs__ledger_open(priv, &params, false, &cs_rt.ledger);
     }
-    int rc = cs__ledger_open(path, &params, false, &cs_rt.ledger);
     if (rc)
         return rc;
     rc = cs__ledger_claim(&cs_rt.ledger);

@@ -63,12 +63,13 @@ static int lock_range(int fd, int cmd, short type, uint64_t start, uint64_t len)
 }
 
 /* Whether `name` (relative to dirfd, or a path when dirfd is AT_FDCWD)
- * still names the file open as fd. */
-static bool names_file(int dirfd, const char *name, int fd)
+ * still names the file open as fd: itself (a remover unlinks only that),
+ * or also through symbolic links (a keeper only needs to find it). */
+static bool names_file(int dirfd, const char *name, int fd, bool follow)
 {
     struct stat a, b;
-    return fstatat(dirfd, name, &a, AT_SYMLINK_NOFOLLOW) == 0 && fstat(fd, &b) == 0 &&
-           a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+    return fstatat(dirfd, name, &a, follow ? 0 : AT_SYMLINK_NOFOLLOW) == 0 &&
+           fstat(fd, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
 }
 
 /* Removes `name` if nobody uses the file: keep byte exclusive (not
@@ -80,7 +81,7 @@ static bool remove_if_unused(int dirfd, const char *name, int fd)
         return false; /* kept, or another remover is at it */
     if (lock_range(fd, F_OFD_GETLK, F_WRLCK, CS_LEDGER_LOCK_BASE, CS_LEDGER_SLOTS) != 0)
         return false; /* a process holds a slot (or we could not tell) */
-    return names_file(dirfd, name, fd) && unlinkat(dirfd, name, 0) == 0;
+    return names_file(dirfd, name, fd, false) && unlinkat(dirfd, name, 0) == 0;
 }
 
 int cs__ledger_keep(struct cs_ledger *l)
@@ -90,7 +91,7 @@ int cs__ledger_keep(struct cs_ledger *l)
     int r = lock_range(l->fd, F_OFD_SETLK, F_RDLCK, CS_LEDGER_KEEP_LOCK, 1);
     if (r)
         return r;
-    return names_file(AT_FDCWD, l->path, l->fd) ? 0 : -ESTALE;
+    return names_file(AT_FDCWD, l->path, l->fd, true) ? 0 : -ESTALE;
 }
 
 bool cs__ledger_remove_if_unused(struct cs_ledger *l)
@@ -126,7 +127,7 @@ int cs__ledger_unname(struct cs_ledger *l)
     if (probe < 0)
         return -errno;
     close(probe);
-    if (names_file(AT_FDCWD, l->path, l->fd) && unlink(l->path) != 0)
+    if (names_file(AT_FDCWD, l->path, l->fd, false) && unlink(l->path) != 0)
         return -errno;
     return 0;
 }
