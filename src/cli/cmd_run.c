@@ -5,6 +5,10 @@
  * ledger it made can be removed when the command ends; the child's exit
  * status is ours.
  *
+ * The limits it is given are the command's limits: inherited variables of
+ * the same family (NAME and NAME_<i>) are removed from the command's
+ * environment, and one line names those that said something else.
+ *
  * Its private ledger is made here, before the command starts, and kept
  * (docs/ledger.md, "Private ledgers") until the command ends; one that a
  * killed `cushare run` left behind is swept by the next.
@@ -47,8 +51,12 @@ static const char run_usage[] =
     "             default: a private one, removed when CMD ends\n"
     "  --exec     replace cushare with CMD (no signal relay; a private ledger is\n"
     "             removed by a later run once unused)\n"
+    "--mem and --sm replace inherited CUDA_DEVICE_MEMORY_LIMIT[_<i>] and\n"
+    "CUDA_DEVICE_SM_LIMIT[_<i>] variables for CMD (a note names those that differed).\n"
     "Signals INT, TERM, HUP, QUIT, USR1 and USR2 sent to cushare go on to CMD;\n"
     "if cushare dies, CMD is killed.\n";
+
+extern char **environ;
 
 /* Signals relayed to the command. */
 static const int relayed[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
@@ -106,6 +114,81 @@ static int set_list(const char *cmd, const char *var, const char *list, int is_s
     return 0;
 }
 
+
+/* Appends "NAME=value" to a ", "-separated list in buf. */
+static void append_item(char *buf, size_t len, const char *item)
+{
+    size_t n = strlen(buf);
+    if (n < len)
+        snprintf(buf + n, len - n, "%s%s", n ? ", " : "", item);
+}
+
+/* Whether environment entry `e` is of the family `var`: var=... or
+ * var_<anything>=... (every suffix, not only the indices we read: a
+ * variable the command's library would read or refuse must not slip
+ * through). */
+static bool in_family(const char *e, const char *var)
+{
+    size_t n = strlen(var);
+    return !strncmp(e, var, n) && (e[n] == '=' || e[n] == '_') && strchr(e, '=');
+}
+
+/* Takes every inherited variable of the family out of the environment;
+ * `taken` gets their "NAME=value" entries (NUL-separated; what does not
+ * fit is removed all the same, only not named). */
+static size_t take_family(const char *var, char *taken, size_t len)
+{
+    size_t used = 0;
+    for (bool again = true; again;) {
+        again = false;
+        for (char **e = environ; *e; e++) {
+            if (!in_family(*e, var))
+                continue;
+            size_t elen = strlen(*e) + 1;
+            char name[256];
+            size_t nlen = (size_t)(strchr(*e, '=') - *e);
+            if (nlen >= sizeof name)
+                continue;
+            memcpy(name, *e, nlen);
+            name[nlen] = '\0';
+            if (used + elen <= len) {
+                memcpy(taken + used, *e, elen);
+                used += elen;
+            }
+            unsetenv(name); /* environ changes: look again from the start */
+            again = true;
+            break;
+        }
+    }
+    return used;
+}
+
+/* --mem/--sm: the command gets exactly the limits given here. Inherited
+ * NAME and NAME_<i> would otherwise win over them device by device (a
+ * per-device variable beats the one for all devices), so they are removed
+ * and the ones that said something else are named on stderr. */
+static int own_limits(const char *opt, const char *var, const char *list, int is_size)
+{
+    char taken[4096];
+    size_t n = take_family(var, taken, sizeof taken);
+    int rc = set_list("run", var, list, is_size);
+    if (rc)
+        return rc;
+    char differing[1024] = "";
+    for (size_t at = 0; at < n; at += strlen(taken + at) + 1) {
+        const char *e = taken + at;
+        char name[256];
+        size_t nlen = (size_t)(strchr(e, '=') - e);
+        snprintf(name, sizeof name, "%.*s", (int)nlen, e);
+        const char *now = getenv(name);
+        if (!now || strcmp(now, e + nlen + 1))
+            append_item(differing, sizeof differing, e);
+    }
+    if (differing[0])
+        fprintf(stderr, "cushare: run: %s %s replaces the inherited %s (the command gets "
+                "only the limits given here)\n", opt, list, differing);
+    return 0;
+}
 
 static void add_preload(const char *lib)
 {
@@ -219,18 +302,16 @@ int cs_cmd_run(int argc, char **argv)
         {"priority", required_argument, NULL, 'P'}, {"exec", no_argument, NULL, 'e'},
         {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
     };
-    const char *ledger = NULL;
+    const char *ledger = NULL, *mem = NULL, *sm = NULL;
     int do_exec = 0, c, rc;
     optind = 1;
     while ((c = getopt_long(argc, argv, "+m:s:l:p:P:eh", opts, NULL)) != -1) {
         switch (c) {
         case 'm':
-            if ((rc = set_list("run", "CUDA_DEVICE_MEMORY_LIMIT", optarg, 1)))
-                return rc;
+            mem = optarg;
             break;
         case 's':
-            if ((rc = set_list("run", "CUDA_DEVICE_SM_LIMIT", optarg, 0)))
-                return rc;
+            sm = optarg;
             break;
         case 'l':
             if (optarg[0] != '/')
@@ -260,6 +341,10 @@ int cs_cmd_run(int argc, char **argv)
             return CS_EXIT_USAGE;
         }
     }
+    if (mem && (rc = own_limits("--mem", "CUDA_DEVICE_MEMORY_LIMIT", mem, 1)))
+        return rc;
+    if (sm && (rc = own_limits("--sm", "CUDA_DEVICE_SM_LIMIT", sm, 0)))
+        return rc;
     if (optind >= argc) {
         fputs(run_usage, stderr);
         return cs_cli_usage_error("run", "missing command: cushare run [OPTIONS] -- CMD [ARGS...]");

@@ -1,6 +1,11 @@
 /*
- * cli_run_{signals,killed,terminal}: the built `cushare run` (issue 13).
+ * cli_run_{limits,signals,killed}: the built `cushare run` (issue 13).
  *
+ *   limits: with CUDA_DEVICE_MEMORY_LIMIT_0=8GiB and CUDA_DEVICE_SM_LIMIT_0=0
+ *     inherited, `--mem 1GiB --sm 10` gave the command 8 GiB and no compute
+ *     limit on device 0. The command's own configuration (as its library
+ *     parses it) must be --mem and --sm on every device, with one line
+ *     naming each replaced variable.
  *   signals: INT, TERM, HUP and QUIT sent to `cushare run` reach the
  *     command, whose status becomes run's; the private ledger that existed
  *     while it ran is gone afterwards.
@@ -161,6 +166,54 @@ static int count_entries(const char *d)
         n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
     closedir(dir);
     return n;
+}
+
+static void case_limits(void)
+{
+    setenv("CUDA_DEVICE_MEMORY_LIMIT_0", "8GiB", 1);
+    setenv("CUDA_DEVICE_MEMORY_LIMIT_3", "2g", 1);
+    setenv("CUDA_DEVICE_MEMORY_LIMIT", "1GiB", 1); /* agrees: not named */
+    setenv("CUDA_DEVICE_SM_LIMIT_0", "0", 1);
+    setenv("CUDA_DEVICE_SM_LIMIT", "50", 1);
+    const char *args[] = {"--mem", "1GiB", "--sm", "10", NULL};
+    const char *err = lt_path("limits.err");
+    int in;
+    pid_t run = start_run(args, "report", err, &in);
+    struct limits l;
+    lt_read_full(in, &l, sizeof l, 30);
+    close(in);
+    lt_wait_ok(run, 30);
+    for (int d = 0; d < CS_MAX_DEVICES; d++) {
+        CHECK_EQ_U(l.mem[d], 1ull << 30);
+        CHECK_EQ(l.sm[d], 10);
+    }
+    char *msg = lt_read_file(err, NULL);
+    printf("%s", msg);
+    CHECK_EQ(lt_count_lines(msg), 2);
+    CHECK_CONTAINS(msg, "cushare: run: --mem 1GiB replaces the inherited ");
+    CHECK_CONTAINS(msg, "CUDA_DEVICE_MEMORY_LIMIT_0=8GiB");
+    CHECK_CONTAINS(msg, "CUDA_DEVICE_MEMORY_LIMIT_3=2g");
+    CHECK(strstr(msg, "CUDA_DEVICE_MEMORY_LIMIT=1GiB") == NULL);
+    CHECK_CONTAINS(msg, "cushare: run: --sm 10 replaces the inherited ");
+    CHECK_CONTAINS(msg, "CUDA_DEVICE_SM_LIMIT_0=0");
+    CHECK_CONTAINS(msg, "CUDA_DEVICE_SM_LIMIT=50");
+    free(msg);
+
+    /* Without --mem/--sm the inherited variables are the configuration. */
+    const char *none[] = {NULL};
+    run = start_run(none, "report", err, &in);
+    lt_read_full(in, &l, sizeof l, 30);
+    close(in);
+    lt_wait_ok(run, 30);
+    CHECK_EQ_U(l.mem[0], 8ull << 30);
+    CHECK_EQ_U(l.mem[3], 2ull << 30);
+    CHECK_EQ_U(l.mem[1], 1ull << 30);
+    CHECK_EQ(l.sm[0], 0);
+    CHECK_EQ(l.sm[1], 50);
+    msg = lt_read_file(err, NULL);
+    CHECK_STREQ(msg, "");
+    free(msg);
+    printf("cli_run_limits: ok\n");
 }
 
 static void case_signals(void)
@@ -326,7 +379,9 @@ int main(int argc, char **argv)
     CHECK(mkdir(xdg, 0700) == 0);
     setenv("XDG_RUNTIME_DIR", xdg, 1);
     unsetenv("CUDA_DEVICE_MEMORY_SHARED_CACHE");
-    if (!strcmp(argv[1], "signals"))
+    if (!strcmp(argv[1], "limits"))
+        case_limits();
+    else if (!strcmp(argv[1], "signals"))
         case_signals();
     else if (!strcmp(argv[1], "killed"))
         case_killed();
