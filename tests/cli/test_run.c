@@ -48,6 +48,9 @@ static pid_t start_run(const char *const *args, const char *role, const char *er
     CHECK(pid >= 0);
     if (pid == 0) {
         close(fds[0]);
+        /* A failed test takes run along (and run its command). */
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0)
+            _exit(126);
         int e = open(err_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
         if (e < 0 || dup2(e, 2) < 0)
             _exit(126);

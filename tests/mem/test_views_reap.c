@@ -11,6 +11,7 @@
 #include "mem_test.h"
 
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 
 #define LIMIT (64 * MiB)
@@ -24,6 +25,7 @@ static pid_t holder(uint64_t bytes)
     pid_t kid = fork();
     CHECK(kid >= 0);
     if (kid == 0) {
+        CHECK(prctl(PR_SET_PDEATHSIG, SIGKILL) == 0); /* not past a failed test */
         context_on_device0();
         CUdeviceptr p;
         CHECK_EQ(cuMemAlloc_v2(&p, bytes), CUDA_SUCCESS);
