@@ -147,9 +147,13 @@ static int open_shared_ledger(const char *path, const struct cs_ledger_params *p
         if (rc)
             return rc;
         rc = cs__ledger_keep(&cs_rt.ledger);
-        if (rc != -EAGAIN && rc != -ESTALE)
-            return rc;
+        if (rc == 0)
+            return 0;
         cs__ledger_close(&cs_rt.ledger);
+        if (rc != -EAGAIN && rc != -ESTALE) {
+            cs_err("init", "cannot lock ledger %s: %s", path, strerror(-rc));
+            return rc;
+        }
         sched_yield();
     }
     cs_err("init", "ledger %s keeps being removed while it is opened", path);
