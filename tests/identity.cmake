@@ -18,8 +18,11 @@ cs_add_test(identity_resolve SOURCES ${CS_ID_TESTS}/test_resolve.c
 cs_add_test(identity_procfs_trust SOURCES ${CS_ID_TESTS}/test_procfs_trust.c
             LIBS cs_common LABELS quick sanitize)
 
-# Broker: the real server in-process, clients in child PID namespaces,
-# fake servers, trust rejections, 300 concurrent clients, the CLI daemon.
+# Broker: its connection table alone, the real server in-process, clients
+# in child PID namespaces, fake servers, trust rejections, 300 concurrent
+# clients, the bounds, the CLI daemon.
+cs_add_test(broker_conns SOURCES ${CS_ID_TESTS}/test_broker_conns.c
+            LIBS cs_common LABELS quick sanitize)
 cs_add_test(broker_roundtrip SOURCES ${CS_ID_TESTS}/test_broker_roundtrip.c
             LIBS cs_common LABELS quick sanitize tsan)
 cs_add_test(broker_trust_rejects SOURCES ${CS_ID_TESTS}/test_broker_trust.c
