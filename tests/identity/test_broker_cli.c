@@ -63,8 +63,12 @@ int main(void)
     snprintf(ready, sizeof ready, "%s/ready", base);
     snprintf(errlog, sizeof errlog, "%s/stderr", base);
 
-    char *usage1[] = {"cushare", "broker", "--max-handlers", "0", NULL};
+    char *usage1[] = {"cushare", "broker", "--max-conns", "0", NULL};
     CHECK_EQ(run_usage(usage1), 2);
+    char *usage4[] = {"cushare", "broker", "--max-conns", "4", "--max-per-uid", "5", NULL};
+    CHECK_EQ(run_usage(usage4), 2);
+    char *usage5[] = {"cushare", "broker", "--max-handlers", "4", NULL};   /* gone */
+    CHECK_EQ(run_usage(usage5), 2);
     char *usage2[] = {"cushare", "broker", "--bogus", NULL};
     CHECK_EQ(run_usage(usage2), 2);
     char *usage3[] = {"cushare", "broker", "--socket", NULL};
@@ -73,7 +77,7 @@ int main(void)
     int err_fd = open(errlog, O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0644);
     CHECK(err_fd >= 0);
     char *argv[] = {"cushare", "broker", "--socket", sock, "--metrics", metrics,
-                    "--max-handlers", "4", "--ready-file", ready, NULL};
+                    "--max-conns", "4", "--ready-file", ready, NULL};
     int64_t t0 = id_now_ns();
     pid_t pid = start_broker(argv, err_fd);
     close(err_fd);
@@ -98,7 +102,7 @@ int main(void)
             id_sleep_ms(10);
     }
     CHECK(seen);
-    CHECK_CONTAINS(buf, "cushare_broker_handlers_max 4\n");
+    CHECK_CONTAINS(buf, "cushare_broker_connections_max 4\n");
 
     CHECK(kill(pid, SIGTERM) == 0);
     CHECK_EQ(id_exit_code(id_wait_child(pid, 5000)), 0);
