@@ -4,9 +4,9 @@
  * answers each local process's HPID v1 request with its host PID.
  *
  * Signals are this command's business, not the library's: SIGTERM/SIGINT
- * write one byte to a self-pipe that the accept loop polls, so shutdown
- * happens on the main thread (unlink the socket, join handlers, final
- * metrics) rather than in a handler. The command also owns the process's
+ * write one byte to a self-pipe that the event loop polls, so shutdown
+ * happens on the main thread (unlink the socket, finish held connections,
+ * final metrics) rather than in a handler. The command also owns the process's
  * descriptor limit: it raises RLIMIT_NOFILE so that the connection table
  * fits (the engine would otherwise shrink the table to the limit).
  */
@@ -34,7 +34,8 @@ static const char usage[] =
     "  --metrics PATH       write Prometheus text metrics here every second\n"
     "  --max-conns N        connections held at once, 1.." STR(CS_BROKER_MAX_CONNS) " (default "
     STR(CS_BROKER_DEFAULT_CONNS) ")\n"
-    "  --max-per-uid N      of them held by one uid, 1..max-conns (default "
+    "  --max-per-uid N      of them held by one uid, 1..max-conns (default\n"
+    "                       max-conns/" STR(CS_BROKER_PER_UID_SHARE) ", so "
     STR(CS_BROKER_DEFAULT_PER_UID) ");\n"
     "                       a uid's connections beyond it are closed at once\n"
     "  --ready-file PATH    create PATH once listening; removed at shutdown\n";
@@ -121,7 +122,8 @@ static int parse_args(int argc, char **argv, struct broker_args *a)
 static void raise_fd_limit(unsigned max_conns)
 {
     struct rlimit rl;
-    rlim_t want = (rlim_t)(max_conns ? max_conns : CS_BROKER_DEFAULT_CONNS) + 64;
+    rlim_t want = (rlim_t)(max_conns ? max_conns : CS_BROKER_DEFAULT_CONNS) +
+                  CS_BROKER_RESERVED_FDS;
     if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= want)
         return;
     rl.rlim_cur = rl.rlim_max < want ? rl.rlim_max : want;

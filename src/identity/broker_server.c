@@ -751,9 +751,8 @@ static int validate_config(const struct cs_broker_server_config *cfg, const char
 {
     *path = cfg && cfg->socket_path ? cfg->socket_path : CS_BROKER_SOCKET_PATH;
     *max_conns = cfg && cfg->max_conns ? cfg->max_conns : CS_BROKER_DEFAULT_CONNS;
-    unsigned dflt = *max_conns < CS_BROKER_DEFAULT_PER_UID ? *max_conns
-                                                          : CS_BROKER_DEFAULT_PER_UID;
-    *per_uid = cfg && cfg->max_per_uid ? cfg->max_per_uid : dflt;
+    unsigned share = *max_conns / CS_BROKER_PER_UID_SHARE;
+    *per_uid = cfg && cfg->max_per_uid ? cfg->max_per_uid : share ? share : 1;
     if ((*path)[0] != '/' || *max_conns > CS_BROKER_MAX_CONNS || *per_uid > *max_conns)
         return -EINVAL;
     if (strlen(*path) >= SUN_PATH_MAX)
@@ -796,25 +795,25 @@ static int lock_dir(struct cs_broker_server *s, const char *dir)
     return 0;
 }
 
-/* Descriptors besides the held connections: stdio, listener, directory,
- * epoll, spare, the metrics file being rewritten, the caller's own. */
-#define RESERVED_FDS 32u
-
 /* Holding more connections than RLIMIT_NOFILE allows would only trade the
- * table's bound for EMFILE: shrink the table to fit, and say so. */
+ * table's bound for EMFILE: shrink the table to fit, and say so. The cap
+ * shrinks in proportion, or one uid could fill the smaller table. */
 static void fit_fd_limit(struct cs_broker_server *s)
 {
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY ||
-        rl.rlim_cur >= (rlim_t)s->max_conns + RESERVED_FDS)
+        rl.rlim_cur >= (rlim_t)s->max_conns + CS_BROKER_RESERVED_FDS)
         return;
-    unsigned fit = rl.rlim_cur > RESERVED_FDS + 1 ? (unsigned)rl.rlim_cur - RESERVED_FDS : 1;
-    cs_warn("broker", "RLIMIT_NOFILE is %llu: holding at most %u connections, not %u "
-            "(raise the limit to %u)", (unsigned long long)rl.rlim_cur, fit, s->max_conns,
-            s->max_conns + RESERVED_FDS);
+    unsigned fit = rl.rlim_cur > CS_BROKER_RESERVED_FDS + 1
+                       ? (unsigned)rl.rlim_cur - CS_BROKER_RESERVED_FDS
+                       : 1;
+    unsigned per_uid = (unsigned)((uint64_t)s->max_per_uid * fit / s->max_conns);
+    per_uid = per_uid ? per_uid : 1;
+    cs_warn("broker", "RLIMIT_NOFILE is %llu: holding at most %u connections, %u per uid, "
+            "not %u and %u (raise the limit to %u)", (unsigned long long)rl.rlim_cur, fit,
+            per_uid, s->max_conns, s->max_per_uid, s->max_conns + CS_BROKER_RESERVED_FDS);
     s->max_conns = fit;
-    if (s->max_per_uid > fit)
-        s->max_per_uid = fit;
+    s->max_per_uid = per_uid;
 }
 
 /* The connection table and the slots, once the final size is known. */

@@ -159,8 +159,17 @@ const char *cs__broker_reason(int err);
  * a silent client costs a table slot and a descriptor, never a thread. */
 #define CS_BROKER_DEFAULT_CONNS 4096    /* connections held at once */
 #define CS_BROKER_MAX_CONNS 65536
-#define CS_BROKER_DEFAULT_PER_UID 256   /* of them held by one uid */
+/* By default one uid may hold 1/16 of the table (256 of 4096): it takes
+ * sixteen uids at their cap to fill it. */
+#define CS_BROKER_PER_UID_SHARE 16
+#define CS_BROKER_DEFAULT_PER_UID 256
+_Static_assert(CS_BROKER_DEFAULT_PER_UID * CS_BROKER_PER_UID_SHARE == CS_BROKER_DEFAULT_CONNS,
+               "the default cap is the default table's share");
 #define CS_BROKER_BACKLOG 4096          /* kernel clamps to somaxconn */
+/* Descriptors the daemon needs besides its held connections: stdio, the
+ * listener, the directory, epoll, the spare, the metrics file being
+ * rewritten, the caller's own. RLIMIT_NOFILE must fit the table plus these. */
+#define CS_BROKER_RESERVED_FDS 32
 /* From accept to the whole reply written. Far under the client's
  * CS_BROKER_TIMEOUT_MS: a silent peer is gone long before anybody queued
  * behind it could give up. */
@@ -172,7 +181,7 @@ struct cs_broker_server_config {
     const char *socket_path;        /* NULL: CS_BROKER_SOCKET_PATH */
     const char *metrics_path;       /* NULL: no metrics file */
     unsigned max_conns;             /* 0: default; 1..CS_BROKER_MAX_CONNS */
-    unsigned max_per_uid;           /* 0: default (at most max_conns); 1..max_conns */
+    unsigned max_per_uid;           /* 0: max_conns / CS_BROKER_PER_UID_SHARE (>= 1); 1..max_conns */
     int deadline_ms;                /* <= 0: CS_BROKER_SERVER_DEADLINE_MS */
 };
 
@@ -231,7 +240,7 @@ struct cs_broker_server;
  * stale socket removed (only a socket owned by uid 0 or us; a symlink or
  * any other file is -EEXIST), bind, chmod 0666, listen(CS_BROKER_BACKLOG),
  * and the connection table. max_conns is lowered (with a warning) to what
- * RLIMIT_NOFILE leaves room for. When it returns 0 the broker is ready:
+ * RLIMIT_NOFILE leaves room for, and max_per_uid in proportion. When it returns 0 the broker is ready:
  * clients connecting now queue in the backlog until cs__broker_server_run.
  * -EINVAL for max_conns or max_per_uid out of range. */
 int cs__broker_server_open(const struct cs_broker_server_config *cfg,
