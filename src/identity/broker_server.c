@@ -306,9 +306,9 @@ static enum step send_reply(struct cs_broker_server *s, struct conn *c)
                          MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n > 0) {
             c->nsent += (uint8_t)n;
-        } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
             return STEP_WAIT_OUT;
-        } else if (errno != EINTR) {
+        } else if (n == 0 || errno != EINTR) {    /* 0: nothing moved, never again */
             inc(&s->c.io_errors);
             return STEP_DONE;
         }
