@@ -17,7 +17,15 @@ cs_mem_test(mem_families test_families.c "CUDA_DEVICE_MEMORY_LIMIT=64m")
 cs_mem_test(mem_views test_views.c "CUDA_DEVICE_MEMORY_LIMIT=64m" "FAKECUDA_CTX_BYTES=8m")
 cs_mem_test(mem_race test_race.c "CUDA_DEVICE_MEMORY_LIMIT=64m")
 cs_mem_test(mem_sigkill test_sigkill.c "CUDA_DEVICE_MEMORY_LIMIT=64m")
-cs_mem_test(mem_bad_config test_bad_config.c "CUDA_DEVICE_MEMORY_LIMIT=4x")
+# Every knob with a bad value fails CUDA initialisation with one message.
+cs_mem_test(mem_bad_config test_bad_config.c "CUDA_DEVICE_MEMORY_LIMIT=4x"
+  "CS_EXPECT=CUDA_DEVICE_MEMORY_LIMIT='4x'|k/m/g")
+cs_mem_test(mem_bad_config_log_level test_bad_config.c "CUSHARE_LOG_LEVEL=garbage"
+  "CS_EXPECT=CUSHARE_LOG_LEVEL='garbage'|error, warn, info or debug")
+cs_mem_test(mem_bad_config_device_index test_bad_config.c "CUDA_DEVICE_MEMORY_LIMIT_16=1g"
+  "CS_EXPECT=CUDA_DEVICE_MEMORY_LIMIT_16=1g|i from 0 to 15")
+cs_mem_test(mem_bad_config_sm_index test_bad_config.c "CUDA_DEVICE_SM_LIMIT_01=10"
+  "CS_EXPECT=CUDA_DEVICE_SM_LIMIT_01=10|i from 0 to 15")
 cs_mem_test(mem_multi_gpu test_multi_gpu.c "FAKECUDA_DEVICES=2"
   "CUDA_DEVICE_MEMORY_LIMIT_0=64m" "CUDA_DEVICE_MEMORY_LIMIT_1=128m")
 cs_mem_test(mem_nvml_only test_nvml_only.c "CUDA_DEVICE_MEMORY_LIMIT=64m")
