@@ -2,8 +2,10 @@
  * dlsym / dlvsym interposition. A program (or the CUDA runtime) that looks a
  * driver entry point up by name gets our wrapper whenever the lookup would
  * have produced the driver's own function: on RTLD_DEFAULT, RTLD_NEXT and on
- * a handle from dlopen("libcuda.so.1"). Every other lookup answers exactly
- * what libc would, including RTLD_NEXT relative to the real caller.
+ * a handle from dlopen("libcuda.so.1"). A lookup of dlsym or dlvsym
+ * themselves, on any handle and for any version, gets ours too. Every other
+ * lookup answers exactly what libc would, including RTLD_NEXT relative to
+ * the real caller.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -86,9 +88,46 @@ static bool from_driver_library(const void *p)
     return !strncmp(base, "libcuda.so", 10) || !strncmp(base, "libnvidia-ml.so", 15);
 }
 
-/* Our wrapper if `found` is the driver's definition of a hooked symbol. */
+CS_EXPORT void *dlsym(void *handle, const char *name);
+CS_EXPORT void *dlvsym(void *handle, const char *name, const char *version);
+
+/* glibc's lookup-by-name entry points, and what a lookup of one answers.
+ * Handing out libc's own dlsym would hand out the unchecked driver one
+ * call later (dlvsym(libc, "dlsym", "GLIBC_2.34"), dlsym(libc, "dlvsym"),
+ * dlsym(RTLD_NEXT, "dlsym")), so every such lookup, on any handle and for
+ * any version, gets ours: it answers as libc's does except for driver
+ * symbols. The private ones (exported by glibc before 2.34 only, called by
+ * nobody outside glibc) find nothing. */
+static const struct {
+    const char *name;
+    void *ours;
+} dl_doors[] = {
+    {"dlsym", (void *)dlsym},
+    {"dlvsym", (void *)dlvsym},
+    {"__libc_dlsym", NULL},
+    {"__libc_dlvsym", NULL},
+    {"_dl_sym", NULL},
+    {"_dl_vsym", NULL},
+};
+
+static bool is_dl_door(const char *name, void **ours)
+{
+    for (size_t i = 0; i < sizeof dl_doors / sizeof dl_doors[0]; i++) {
+        if (!strcmp(name, dl_doors[i].name)) {
+            *ours = dl_doors[i].ours;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Our wrapper if `found` is the driver's definition of a hooked symbol;
+ * our dlsym/dlvsym if it is libc's. */
 static void *route(const char *name, void *found)
 {
+    void *ours;
+    if (found && name && (name[0] == 'd' || name[0] == '_') && is_dl_door(name, &ours))
+        return ours;
     if (!found || !name || (name[0] != 'c' && name[0] != 'n'))
         return found;
     int id = cs__hook_find_symbol(name);
