@@ -35,7 +35,8 @@ cs_mem_test(identity_probe_legacy test_identity_probe.c "CUDA_DEVICE_MEMORY_LIMI
 # Contexts (src/mem/ctx.c): 16 or 24 MiB each on the fake; on the H200 every
 # context, first or further, costs 518 MiB. Each runs twice: preloaded, and
 # with the interposer linked in (label sanitize: ASan+UBSan build; tsan),
-# since the sanitizer runtimes do not survive the preload.
+# so the sanitizers check them without a runtime preloaded first
+# (hook_preload_threads* run the preloaded path itself under them).
 set(CS_MEM_INPROC_SRC ${CS_LIB_SRC})
 list(FILTER CS_MEM_INPROC_SRC EXCLUDE REGEX "src/hook/dlsym\\.c$")
 function(cs_mem_ctx_test name src)
