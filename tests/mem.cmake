@@ -66,3 +66,19 @@ cs_mem_ctx_test(mem_ctx_cycles test_ctx_cycles.c "CUDA_DEVICE_MEMORY_LIMIT=64m"
   "CUSHARE_BOARD=${CMAKE_BINARY_DIR}/tmp/mem_ctx_cycles.board")
 cs_mem_ctx_test(mem_ctx_sigkill test_ctx_sigkill.c "CUDA_DEVICE_MEMORY_LIMIT=64m"
   "FAKECUDA_CTX_BYTES=16m" "FAKECUDA_CTX_EXTRA_BYTES=8m")
+
+# Fork while another thread holds each lock of the library (issue 13,
+# finding 11): the child's first CUDA work completes. The executable
+# interposes pthread_mutex_lock (exported) to hold the lock provably.
+add_executable(mem_fork_locks mem/test_fork_locks.c)
+target_link_libraries(mem_fork_locks PRIVATE fakecuda_driver dl pthread m)
+target_include_directories(mem_fork_locks PRIVATE ${CMAKE_SOURCE_DIR}/tests
+  ${CMAKE_SOURCE_DIR}/tests/mem)
+set_target_properties(mem_fork_locks PROPERTIES ENABLE_EXPORTS ON)
+add_dependencies(mem_fork_locks libcushare fakecuda_driver fakecuda_nvml)
+foreach(case init contexts track pools graph slots arm watch_start limiter_contexts
+        limiter_devices watcher_tick tenant park graph_charges)
+  add_test(NAME mem_fork_${case} COMMAND mem_fork_locks ${case})
+  set_tests_properties(mem_fork_${case} PROPERTIES TIMEOUT 60 ENVIRONMENT
+    "${CS_TEST_ENV};CS_BUILD_DIR=${CMAKE_BINARY_DIR};${CS_MEM_ENV};CUDA_DEVICE_MEMORY_LIMIT=64m;CUDA_DEVICE_SM_LIMIT=50;GPU_CORE_UTILIZATION_POLICY=force;FAKECUDA_NS_PER_BLOCK=100;CUDA_DEVICE_MEMORY_SHARED_CACHE=${CMAKE_BINARY_DIR}/tmp/mem_fork_${case}.ledger;FAKECUDA_STATE=${CMAKE_BINARY_DIR}/tmp/mem_fork_${case}.fake;CUSHARE_BOARD=${CMAKE_BINARY_DIR}/tmp/mem_fork_${case}.board")
+endforeach()

@@ -41,8 +41,20 @@
 
 #define SUBSYS "limiter"
 
+/* park_mu guards parked and the 0<->1 transitions of our slot's run_state
+ * it drives; taken by parking threads only, never across the wait. */
 static pthread_mutex_t park_mu = PTHREAD_MUTEX_INITIALIZER;
 static int parked; /* threads of this process parked, under park_mu */
+
+void cs__suspend_atfork_child(void)
+{
+    /* Only the forking thread exists in the child, and it is not parked;
+     * a parent thread may have held park_mu. The child claims a slot of
+     * its own, whose run_state starts at 0. */
+    static const pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+    memcpy(&park_mu, &fresh, sizeof fresh);
+    parked = 0;
+}
 
 static struct cs_ledger_slot *slot_fast(void)
 {
