@@ -24,7 +24,7 @@ file(MAKE_DIRECTORY ${CMAKE_BINARY_DIR}/tmp)
 # an uninstrumented copy with the runtime preloaded first, the recipe for
 # programs not built with TSan. ASan insists on coming first in any case
 # (label sanitize). docs/testing.md.
-set(CS_THREADS_ENV "CUDA_DEVICE_MEMORY_LIMIT=64m" "CUDA_DEVICE_SM_LIMIT=50"
+set(CS_THREADS_ENV "CUDA_DEVICE_MEMORY_LIMIT=256m" "CUDA_DEVICE_SM_LIMIT=50"
     "GPU_CORE_UTILIZATION_POLICY=force" "FAKECUDA_NS_PER_BLOCK=100")
 function(cs_preload_threads_test name preload)
   cs_add_test(${name} SOURCES hook/test_preload_threads.c LIBS fakecuda_driver ${ARGN}
