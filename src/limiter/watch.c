@@ -84,6 +84,7 @@ static struct {
     struct cs_board *board;
     uint64_t tenant_id;
     bool identity_done;
+    int identity_attempts;       /* ticks tier 0 was tried (watcher only) */
     /* Per limited device: the scales of the share (watcher only). */
     struct {
         double boost;            /* full-load slowdown of our kernels, >= 1 */
@@ -166,7 +167,6 @@ static int probe_cb(void *ctx, pid_t *host_pid)
 
 static void resolve_identity(void)
 {
-    static int attempts;
     struct cs_ledger_slot *s = cs__lim_my_slot();
     if (!s)
         return;
@@ -176,7 +176,7 @@ static void resolve_identity(void)
     }
     /* NVML lists a process once its context exists; give tier 0 a second
      * before the other tiers run. */
-    if (nvml_sees_self(NULL) != 1 && ++attempts < 10)
+    if (nvml_sees_self(NULL) != 1 && ++W.identity_attempts < 10)
         return;
     struct cs_identity_config cfg = {
         .broker = cs_rt.cfg.hostpid_broker,
