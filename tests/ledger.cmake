@@ -17,6 +17,10 @@ cs_ledger_test(ledger_fork_exec test_fork_exec.c LABELS sanitize)
 cs_ledger_test(ledger_creator_killed test_creator_killed.c LABELS sanitize)
 cs_ledger_test(ledger_256_workers test_256_workers.c LABELS sanitize)
 cs_ledger_test(ledger_threads test_threads.c LABELS sanitize tsan)
+# Plays a second, hostile user when run as root (tests/multiuser.h);
+# skipped, with the reason printed, where that is impossible.
+cs_ledger_test(ledger_trust test_trust.c LABELS sanitize)
+set_tests_properties(ledger_trust PROPERTIES SKIP_RETURN_CODE 77)
 
 # The status cases share one source; the case is its argument.
 foreach(case human json errors top)

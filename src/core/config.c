@@ -116,7 +116,7 @@ struct opt {
 
 enum opt_id {
     O_MEM, O_SM, O_CACHE, O_POLICY, O_PRIORITY, O_BROKER, O_PROCFS, O_BOARD, O_HAMI_SIGNALS,
-    O_SM_BURST, O_SM_SHARE, O_LOG_LEVEL, O_COUNT
+    O_SM_BURST, O_SM_SHARE, O_LOG_LEVEL, O_LEDGER_TRUST, O_COUNT
 };
 
 static const struct opt options[O_COUNT] = {
@@ -143,6 +143,10 @@ static const struct opt options[O_COUNT] = {
                     "GPU time)"},
     [O_LOG_LEVEL] = {"CUSHARE_LOG_LEVEL", OPT_WORD, false,
                      "use error, warn, info or debug (or 0 to 3)"},
+    [O_LEDGER_TRUST] = {"CUSHARE_LEDGER_TRUST", OPT_WORD, false,
+                        "use owner (only a ledger of this user that nobody else can write) or "
+                        "directory (the ledger's directory is private to this tenant, as "
+                        "HAMi's per-container mount)"},
 };
 
 static int bad_value(const char *var, const char *value, const char *fix)
@@ -228,6 +232,11 @@ static int parse_one(struct cs_config *c, enum opt_id id, int dev, const char *v
     case O_LOG_LEVEL:
         if (cs__log_parse_level(v, &c->log_level))
             return bad_value(var, v, o->fix);
+        return 0;
+    case O_LEDGER_TRUST:
+        if (strcasecmp(v, "owner") && strcasecmp(v, "directory"))
+            return bad_value(var, v, o->fix);
+        c->ledger_trust_dir = !strcasecmp(v, "directory");
         return 0;
     case O_COUNT:
         break;
@@ -349,6 +358,7 @@ void cs__config_dump(const struct cs_config *c, char *buf, size_t len)
                    (unsigned long long)m, s);
     }
     APPEND("ledger: %s\n", c->ledger_path[0] ? c->ledger_path : "(private)");
+    APPEND("ledger trust: %s\n", c->ledger_trust_dir ? "directory" : "owner");
     APPEND("policy: %s\npriority: %d\n", policy_names[c->policy % 3], (int)c->priority);
     APPEND("hostpid broker: %s\nhost procfs: %s\n", c->hostpid_broker ? "on" : "off",
            c->host_procfs[0] ? c->host_procfs : "(none)");

@@ -135,6 +135,7 @@ static void fill_ledger_params(const struct cs_config *c, struct cs_ledger_param
     }
     p->policy = c->policy;
     p->priority = c->priority;
+    p->trust = c->ledger_trust_dir ? CS_LEDGER_TRUST_DIRECTORY : CS_LEDGER_TRUST_OWNER;
 }
 
 /* Without CUDA_DEVICE_MEMORY_SHARED_CACHE the tenant is this process and

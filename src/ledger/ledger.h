@@ -23,7 +23,16 @@
 
 #include "cushare/ledger.h"
 
-/* What the creator writes into a new ledger. */
+/* Which existing ledger a tenant accepts (docs/ledger.md, "Ownership").
+ * OWNER: a regular file (no symlink) owned by our effective uid that
+ * nobody else can write. DIRECTORY (CUSHARE_LEDGER_TRUST=directory): the
+ * ledger's directory is private to the tenant (HAMi's per-container
+ * mount), so any owner, mode and symlink is accepted and new ledgers are
+ * made 0666 for every user of the container. */
+enum cs_ledger_trust { CS_LEDGER_TRUST_OWNER = 0, CS_LEDGER_TRUST_DIRECTORY = 1 };
+
+/* What the creator writes into a new ledger, and how a tenant trusts an
+ * existing one. */
 struct cs_ledger_params {
     uint32_t device_count;              /* devices named by a per-device setting (>= 1);
                                          * limit/sm_limit are read for every device */
@@ -31,6 +40,7 @@ struct cs_ledger_params {
     uint32_t sm_limit[CS_MAX_DEVICES];  /* percent, 0 = none */
     uint32_t policy;                    /* enum cs_policy */
     int32_t priority;
+    uint32_t trust;                     /* enum cs_ledger_trust (not written) */
 };
 
 struct cs_ledger {
@@ -45,12 +55,17 @@ struct cs_ledger {
     bool read_only;                     /* opened read-only (monitors) */
     bool created;                       /* this open created the file (won the
                                            link race) */
+    bool tenant;                        /* opened with params: ownership checked,
+                                           also when re-opened after fork */
+    uint32_t trust;                     /* enum cs_ledger_trust, when tenant */
 };
 
 /* Opens `path`, creating it from `params` if it does not exist. An existing
  * ledger is validated (magic, version, sizes, file length): a mismatch is
  * -EPROTO (foreign/newer/corrupt; message names the file and the fix) and
- * the file is left untouched. If the existing limits differ from `params`,
+ * the file is left untouched. A tenant (params given) also checks who can
+ * have written it (params->trust): a symlink is -ELOOP, another owner or
+ * a file others can write -EPERM, each with one message. If the existing limits differ from `params`,
  * the creator's limits win and a warning names both values. Only a call
  * with `params` and !read_only creates; `params` NULL opens an existing
  * ledger (read-only for monitors, read-write for run_request writers).

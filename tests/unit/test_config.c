@@ -122,6 +122,7 @@ static void table(void)
                         "CUSHARE_SM_BURST_US=4000",
                         "CUSHARE_SM_SHARE=time",
                         "CUSHARE_LOG_LEVEL=debug",
+                        "CUSHARE_LEDGER_TRUST=directory",
                         "UNRELATED=x",
                         NULL};
     CHECK_EQ(parse(&c, ok), 0);
@@ -139,6 +140,7 @@ static void table(void)
     CHECK_EQ(c.sm_burst_us, 4000);
     CHECK(c.sm_share_time);
     CHECK_EQ(c.log_level, CS_LOG_DEBUG);
+    CHECK(c.ledger_trust_dir);
 
     const char *bad[] = {
         "CUDA_DEVICE_MEMORY_LIMIT=4x",
@@ -154,6 +156,7 @@ static void table(void)
         "CUSHARE_SM_BURST_US=50",
         "CUSHARE_SM_BURST_US=4ms",
         "CUSHARE_SM_SHARE=clock",
+        "CUSHARE_LEDGER_TRUST=any",
         /* Finding 8: a bad log level and per-device names that name no
          * device we manage were accepted without a word. */
         "CUSHARE_LOG_LEVEL=garbage",
