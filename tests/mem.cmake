@@ -26,6 +26,7 @@ cs_mem_test(mem_bad_config_device_index test_bad_config.c "CUDA_DEVICE_MEMORY_LI
   "CS_EXPECT=CUDA_DEVICE_MEMORY_LIMIT_16=1g|i from 0 to 15")
 cs_mem_test(mem_bad_config_sm_index test_bad_config.c "CUDA_DEVICE_SM_LIMIT_01=10"
   "CS_EXPECT=CUDA_DEVICE_SM_LIMIT_01=10|i from 0 to 15")
+cs_mem_test(mem_ledger_truncated test_ledger_truncated.c "CUDA_DEVICE_MEMORY_LIMIT=64m")
 # Plays a second, hostile user when run as root (tests/multiuser.h);
 # skipped, with the reason printed, where that is impossible.
 cs_mem_test(mem_ledger_foreign test_ledger_foreign.c)

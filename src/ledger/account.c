@@ -30,6 +30,8 @@ static int check_args(const struct cs_ledger *l, int dev, int cat)
         return -ENOTCONN; /* not claimed: a charge nobody could ever reap */
     if (l->owner_pid != getpid())
         return -ECHILD; /* the slot is a fork parent's */
+    if (!cs__ledger_usable(l))
+        return -ENOTRECOVERABLE; /* damaged in use: said once by guard.c */
     return 0;
 }
 
@@ -63,12 +65,18 @@ int cs__ledger_reserve(struct cs_ledger *l, int dev, enum cs_mem_category cat, u
     /* Over budget: bytes of dead processes may still be counted. */
     if (r == -ENOMEM && cs__ledger_reap(l) > 0)
         r = charge(l, dev, (int)cat, bytes);
+    /* Truncated or overwritten meanwhile: whatever the charge did, it did
+     * to counters that no longer exist, so nothing is admitted. */
+    if (!cs__ledger_usable(l))
+        return -ENOTRECOVERABLE;
     return r;
 }
 
 void cs__ledger_release(struct cs_ledger *l, int dev, enum cs_mem_category cat, uint64_t bytes)
 {
     int r = check_args(l, dev, (int)cat);
+    if (r == -ENOTRECOVERABLE)
+        return; /* nothing left to give back to */
     if (r) {
         cs_warn_capped(8, SUBSYS, "ledger %s: release of %" PRIu64 " bytes on device %d "
                        "ignored: %s", l->path, bytes, dev,
@@ -78,6 +86,8 @@ void cs__ledger_release(struct cs_ledger *l, int dev, enum cs_mem_category cat, 
     if (bytes == 0)
         return;
     uint64_t took = cs__ledger_sub_clamped(&cs__ledger_my_slot(l)->bytes[dev][cat], bytes);
+    if (!cs__ledger_usable(l))
+        return; /* lost under us: the slot we read is the private copy */
     if (took < bytes)
         cs_warn_capped(8, SUBSYS, "ledger %s: release of %" PRIu64 " bytes on device %d (%s) "
                        "exceeds the %" PRIu64 " charged to this process; clamped", l->path,
@@ -92,6 +102,7 @@ uint64_t cs__ledger_used(const struct cs_ledger *l, int dev)
 {
     if (!l->hdr || dev < 0 || dev >= CS_MAX_DEVICES)
         return 0;
+    cs__ledger_usable(l); /* a header overwritten in place reads as the private copy */
     return __atomic_load_n(&l->hdr->dev[dev].used, __ATOMIC_RELAXED);
 }
 
@@ -126,5 +137,6 @@ uint64_t cs__ledger_limit(const struct cs_ledger *l, int dev)
 {
     if (!l->hdr || dev < 0 || dev >= CS_MAX_DEVICES)
         return 0;
+    cs__ledger_usable(l); /* a zeroed header must not read as "no limit" */
     return __atomic_load_n(&l->hdr->limit[dev], __ATOMIC_RELAXED);
 }

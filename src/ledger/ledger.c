@@ -19,6 +19,9 @@
  * (-ELOOP), another user's file or one others can write (-EPERM), unless
  * CUSHARE_LEDGER_TRUST=directory says the directory is the tenant's own
  * (docs/ledger.md, "Ownership").
+ *
+ * Every mapping is registered with the SIGBUS guard (guard.c), so a file
+ * truncated under us fails closed instead of killing the host program.
  */
 #define _GNU_SOURCE
 #include "ledger/ledger.h"
@@ -353,8 +356,10 @@ static bool own_only(const struct cs_ledger *l)
     return l->tenant && l->trust != CS_LEDGER_TRUST_DIRECTORY;
 }
 
-/* Validates the open ledger `fd` and maps it; on failure closes fd. */
-static int validate_and_map(int fd, const struct cs_ledger *l, const char *path, void **map_out)
+/* Validates the open ledger `fd`, maps it and guards the mapping (guard.c);
+ * on failure closes fd. */
+static int validate_and_map(int fd, const struct cs_ledger *l, const char *path, void **map_out,
+                            struct cs_ledger_guard **guard_out)
 {
     int r = validate(fd, path, own_only(l));
     if (r) {
@@ -370,6 +375,7 @@ static int validate_and_map(int fd, const struct cs_ledger *l, const char *path,
         return -e;
     }
     *map_out = m;
+    *guard_out = cs__ledger_guard_add(m, CS_LEDGER_FILE_SIZE, path);
     return 0;
 }
 
@@ -451,7 +457,7 @@ int cs__ledger_open(const char *path, const struct cs_ledger_params *params,
     }
 
     void *m;
-    int r = validate_and_map(fd, out, path, &m);
+    int r = validate_and_map(fd, out, path, &m, &out->guard);
     if (r)
         return r;
     out->fd = fd;
@@ -468,6 +474,8 @@ int cs__ledger_open(const char *path, const struct cs_ledger_params *params,
 
 void cs__ledger_close(struct cs_ledger *l)
 {
+    cs__ledger_guard_remove(l->guard);
+    l->guard = NULL;
     if (l->hdr)
         munmap(l->hdr, l->map_len);
     if (l->fd >= 0)
@@ -479,7 +487,8 @@ void cs__ledger_close(struct cs_ledger *l)
 
 /* Opens l's path as an existing ledger and maps it (never creates), with
  * the checks of the first open. */
-static int open_mapped(const struct cs_ledger *l, int *fd_out, void **map_out)
+static int open_mapped(const struct cs_ledger *l, int *fd_out, void **map_out,
+                       struct cs_ledger_guard **guard_out)
 {
     int fd = open(l->path, open_flags(l));
     if (fd < 0) {
@@ -489,7 +498,7 @@ static int open_mapped(const struct cs_ledger *l, int *fd_out, void **map_out)
         cs_err(SUBSYS, "cannot re-open ledger %s: %s", l->path, strerror(e));
         return -e;
     }
-    int r = validate_and_map(fd, l, l->path, map_out);
+    int r = validate_and_map(fd, l, l->path, map_out, guard_out);
     if (r)
         return r;
     *fd_out = fd;
@@ -499,6 +508,7 @@ static int open_mapped(const struct cs_ledger *l, int *fd_out, void **map_out)
 int cs__ledger_after_fork(struct cs_ledger *l)
 {
     cs__ledger_slots_atfork_child();
+    cs__ledger_guard_atfork_child();
     /* The slot and the inherited open file description (with the OFD lock
      * on that slot) are the parent's: forget the slot without touching it.
      * Closing our reference does not release the parent's lock, which
@@ -525,10 +535,13 @@ int cs__ledger_after_fork(struct cs_ledger *l)
      * is missing: open the path again and map what is there now. */
     int fd = -1;
     void *m = NULL;
-    int r = open_mapped(l, &fd, &m);
+    struct cs_ledger_guard *g = NULL;
+    int r = open_mapped(l, &fd, &m, &g);
     if (r)
         return r;
+    cs__ledger_guard_remove(l->guard);
     munmap(l->hdr, l->map_len);
+    l->guard = g;
     l->hdr = m;
     l->map_len = CS_LEDGER_FILE_SIZE;
     l->fd = fd;

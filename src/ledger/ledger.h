@@ -43,6 +43,8 @@ struct cs_ledger_params {
     uint32_t trust;                     /* enum cs_ledger_trust (not written) */
 };
 
+struct cs_ledger_guard;
+
 struct cs_ledger {
     int fd;                             /* owns the open file description */
     struct cs_ledger_header *hdr;       /* owns the MAP_SHARED mapping */
@@ -58,6 +60,8 @@ struct cs_ledger {
     bool tenant;                        /* opened with params: ownership checked,
                                            also when re-opened after fork */
     uint32_t trust;                     /* enum cs_ledger_trust, when tenant */
+    struct cs_ledger_guard *guard;      /* SIGBUS guard of the mapping (guard.c),
+                                           NULL when unguarded */
 };
 
 /* Opens `path`, creating it from `params` if it does not exist. An existing
@@ -143,6 +147,17 @@ int cs__ledger_set_identity(struct cs_ledger *l, int32_t host_pid, uint32_t tier
  * "?" when out of range (a newer writer). */
 const char *cs__ledger_category_name(int cat);
 const char *cs__ledger_identity_name(uint32_t tier);
+
+/* A ledger damaged in use (guard.c, docs/ledger.md): truncated (SIGBUS in
+ * its mapping) or its header overwritten. Its mapping is then private,
+ * keeps the limits and shows every budget as used; every charge, claim and
+ * reap answers -ENOTRECOVERABLE, releases are ignored. usable() checks the
+ * header and loses the mapping (one error message) when it is damaged. */
+bool cs__ledger_usable(const struct cs_ledger *l);
+struct cs_ledger_guard *cs__ledger_guard_add(void *base, size_t len, const char *path);
+void cs__ledger_guard_remove(struct cs_ledger_guard *g);
+bool cs__ledger_guard_lost(const struct cs_ledger_guard *g);
+void cs__ledger_guard_atfork_child(void);
 
 /* Test hooks, all off (zero) in production. before_link runs in the creator
  * once the complete temporary file exists and before it is linked at the

@@ -124,6 +124,8 @@ static int check_writable(const struct cs_ledger *l, const char *what)
     }
     if (fork_child_unprepared(l, what))
         return -ECHILD;
+    if (!cs__ledger_usable(l))
+        return -ENOTRECOVERABLE; /* damaged in use: said once by guard.c */
     return 0;
 }
 
@@ -287,6 +289,13 @@ void cs__ledger_leave(struct cs_ledger *l)
     }
     pthread_mutex_lock(&slot_mu);
     int idx = l->slot;
+    if (!cs__ledger_usable(l)) {
+        /* Damaged in use: the counters we would give back are gone. */
+        unlock(l, idx);
+        l->slot = -1;
+        pthread_mutex_unlock(&slot_mu);
+        return;
+    }
     struct cs_ledger_slot *s = slot_at(l, idx);
     for (int d = 0; d < CS_MAX_DEVICES; d++)
         for (int c = 0; c < CS_MEM_CATEGORY_SLOTS; c++) {
