@@ -54,7 +54,6 @@
 #define SUBSYS "limiter"
 
 #define CS_WATCH_FOREIGN_PCT 10          /* NVML: foreign utilisation that counts */
-#define CS_WATCH_BUSY_PPM 20000          /* board: 2 % share makes a tenant busy */
 #define CS_WATCH_HOLD_NS 1000000000ll    /* stay engaged 1 s after contention */
 #define CS_WATCH_WINDOW 10               /* ticks in the share window (1 s) */
 #define CS_WATCH_STARVED_PCT 97          /* under 97 % of the limit may be starved */
@@ -350,7 +349,7 @@ static uint64_t tenant_id(void)
     x ^= x >> 31;
     x *= 0xbf58476d1ce4e5b9ull;
     x ^= x >> 29;
-    return x > CS_BOARD_CLAIMING ? x : x + 2;
+    return x > 1 ? x : x + 2; /* 0 and 1 are not tenant ids (board.h) */
 }
 
 /* ---- the share the law charges at --------------------------------------- */
@@ -490,6 +489,14 @@ static void tick(int64_t now)
     if (!W.identity_done && W.nvml_ok)
         resolve_identity();
 
+    /* Every view before our first post: the board is read once a tick. */
+    struct cs_board_view views[CS_MAX_DEVICES];
+    for (int d = 0; d < CS_MAX_DEVICES; d++) {
+        views[d] = (struct cs_board_view){.starved_fulfil_ppm = 1000000};
+        if (cs__lim_devs[d].pct && cs_rt.dev[d].known && W.board)
+            cs__board_view(W.board, W.tenant_id, (const uint8_t *)cs_rt.dev[d].uuid.bytes, prio,
+                           now, &views[d]);
+    }
     for (int d = 0; d < CS_MAX_DEVICES; d++) {
         struct cs_lim_dev *D = &cs__lim_devs[d];
         if (!D->pct)
@@ -499,13 +506,11 @@ static void tick(int64_t now)
         int util_now = known ? device_util(d) : -1;
         W.util[ring_at(0)][d] = (int8_t)util_now;
         int util = util_mean(d); /* over the second board power averages */
-        struct cs_board_view v = {.starved_fulfil_ppm = 1000000};
+        const struct cs_board_view v = views[d];
         if (known && W.board) {
-            cs__board_view(W.board, W.tenant_id, (const uint8_t *)cs_rt.dev[d].uuid.bytes, prio,
-                           now, &v);
             struct cs_board_post p = {.tenant = W.tenant_id, .priority = prio,
                                       .policy = policy, .sm_limit = D->pct,
-                                      .share_ppm = ppm, .busy = ppm >= CS_WATCH_BUSY_PPM,
+                                      .share_ppm = ppm, .busy = ppm >= CS_BOARD_BUSY_PPM,
                                       .starved = starved(d, ppm, util, &v)};
             memcpy(p.uuid, cs_rt.dev[d].uuid.bytes, 16);
             cs__board_post(W.board, &p, now);
