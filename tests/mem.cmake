@@ -81,7 +81,7 @@ target_include_directories(mem_fork_locks PRIVATE ${CMAKE_SOURCE_DIR}/tests
   ${CMAKE_SOURCE_DIR}/tests/mem)
 set_target_properties(mem_fork_locks PROPERTIES ENABLE_EXPORTS ON)
 add_dependencies(mem_fork_locks libcushare fakecuda_driver fakecuda_nvml)
-foreach(case init contexts track pools graph slots arm watch_start limiter_contexts
+foreach(case init contexts track pools graph slots ledger_guard arm watch_start limiter_contexts
         limiter_devices watcher_tick tenant park graph_charges)
   add_test(NAME mem_fork_${case} COMMAND mem_fork_locks ${case})
   set_tests_properties(mem_fork_${case} PROPERTIES TIMEOUT 60 ENVIRONMENT

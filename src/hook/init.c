@@ -110,6 +110,7 @@ static void on_fork_child(void)
     if (init_state == 1)
         init_state = 2; /* "re-initialise after fork" */
     phases = (struct cushare_phases){.version = CUSHARE_PHASES_VERSION};
+    cs__ledger_atfork_child();
     cs__mem_atfork_child();
     cs__lim_atfork_child();
 }

@@ -505,10 +505,15 @@ static int open_mapped(const struct cs_ledger *l, int *fd_out, void **map_out,
     return 0;
 }
 
-int cs__ledger_after_fork(struct cs_ledger *l)
+void cs__ledger_atfork_child(void)
 {
     cs__ledger_slots_atfork_child();
     cs__ledger_guard_atfork_child();
+}
+
+int cs__ledger_after_fork(struct cs_ledger *l)
+{
+    cs__ledger_atfork_child();
     /* The slot and the inherited open file description (with the OFD lock
      * on that slot) are the parent's: forget the slot without touching it.
      * Closing our reference does not release the parent's lock, which

@@ -91,6 +91,12 @@ int cs__ledger_claim(struct cs_ledger *l);
 /* Normal exit: returns this slot's bytes and marks it FREE. Idempotent. */
 void cs__ledger_leave(struct cs_ledger *l);
 
+/* In a fork child, with one thread: the ledger code's own locks (slot.c,
+ * guard.c) are free again. The library's one fork handler calls it (a
+ * child may re-run a first initialisation that a parent thread held them
+ * in); cs__ledger_after_fork calls it too. */
+void cs__ledger_atfork_child(void);
+
 /* In a fork child: forgets the parent's slot without touching it (the
  * parent still owns it) and re-opens the file so the child gets its own
  * open file description, hence its own locks. Then claim again. The caller

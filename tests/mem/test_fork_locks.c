@@ -149,6 +149,7 @@ static const struct fork_case {
     {"pools", "pool.c", "settle_lock", CONTEXT, OP_ALLOC_ASYNC},
     {"graph", "graph.c", "graph_lock", CONTEXT, OP_TRIM},
     {"slots", "slot.c", "slot_mu", CONTEXT, OP_REFUSED},
+    {"ledger_guard", "guard.c", "guard_mu", FRESH, OP_INIT},
     {"arm", "limiter.c", "arm_mu", CONTEXT, OP_LAUNCH},
     {"watch_start", "watch.c", "watch_mu", CONTEXT, OP_LAUNCH},
     {"limiter_contexts", "limiter.c", "ctx_mu", CONTEXT, OP_LAUNCH},
