@@ -2,10 +2,13 @@
  * A hostile local user for tests (issue 13): when the test runs as root,
  * a throwaway system user is made with useradd and deleted at exit, and
  * the attacker's side runs through `setpriv --reuid --regid
- * --clear-groups`, as a real unprivileged user would. When that is
- * impossible (not root, no useradd/setpriv), the test exits
- * CS_TEST_SKIP after printing why; CTest reports it as skipped (register
- * with SKIP_RETURN_CODE 77), never as passed.
+ * --clear-groups`, as a real unprivileged user would. useradd and userdel
+ * are retried, since tests running in parallel contend for /etc/passwd's
+ * lock. When that is impossible (not root, no useradd/setpriv), the test
+ * exits CS_TEST_SKIP after printing why; CTest reports it as skipped
+ * (register with SKIP_RETURN_CODE 77), never as passed.
+ * (tests/identity/slowloris.h has the broker's own variant, which drops
+ * privileges in-process.)
  */
 #ifndef CS_TESTS_MULTIUSER_H
 #define CS_TESTS_MULTIUSER_H
@@ -63,7 +66,12 @@ static void cs_mu_delete_(void)
     if (!cs_mu_user_.name[0] || getpid() != cs_mu_owner_)
         return;
     char *argv[] = {"userdel", cs_mu_user_.name, NULL};
-    if (cs_mu_run_(argv) != 0)
+    int rc = cs_mu_run_(argv);
+    for (int attempt = 1; attempt < 6 && rc != 0 && rc != 6; attempt++) {
+        usleep(100000u << attempt); /* /etc/passwd locked by another test */
+        rc = cs_mu_run_(argv);
+    }
+    if (rc != 0)
         fprintf(stderr, "warning: could not delete test user %s\n", cs_mu_user_.name);
     cs_mu_user_.name[0] = 0;
 }
@@ -112,9 +120,19 @@ static inline const struct cs_test_user *cs_test_user(void)
     snprintf(cs_mu_user_.name, sizeof cs_mu_user_.name, "cs-shared-%d", (int)getpid());
     char *add[] = {"useradd", "-r", "-M", "-N", "-s", "/usr/sbin/nologin", cs_mu_user_.name,
                    NULL};
-    if (cs_mu_run_(add) != 0) {
+    char *del[] = {"userdel", cs_mu_user_.name, NULL};
+    int rc = -1;
+    for (int attempt = 0; attempt < 6 && rc != 0 && rc != 127; attempt++) {
+        if (attempt)
+            usleep(100000u << attempt); /* back off: another test's useradd holds the lock */
+        rc = cs_mu_run_(add);
+        if (rc == 9)                    /* a killed run of ours with this very pid */
+            cs_mu_run_(del);
+    }
+    if (rc != 0) {
         cs_mu_user_.name[0] = 0;
-        cs_test_skip("useradd failed: cannot create a throwaway user for the attacker");
+        cs_test_skip(rc == 127 ? "useradd is not installed: cannot create a throwaway user"
+                               : "useradd failed: cannot create a throwaway user");
     }
     cs_mu_owner_ = getpid();
     atexit(cs_mu_delete_);
