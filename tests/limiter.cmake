@@ -16,6 +16,14 @@ cs_limiter_test(limiter_law test_law.c ${CMAKE_SOURCE_DIR}/src/limiter/law.c
   LABELS sanitize)
 cs_limiter_test(limiter_board test_board.c ${CMAKE_SOURCE_DIR}/src/limiter/board.c
   $<TARGET_OBJECTS:cs_common> LABELS sanitize)
+cs_limiter_test(limiter_board_files test_board_files.c ${CMAKE_SOURCE_DIR}/src/limiter/board.c
+  $<TARGET_OBJECTS:cs_common> LABELS sanitize)
+cs_limiter_test(limiter_board_truncate test_board_truncate.c)
+# Plays a second, hostile user when run as root (tests/multiuser.h);
+# skipped, with the reason printed, where that is impossible.
+cs_limiter_test(limiter_board_hostile test_board_hostile.c
+  ${CMAKE_SOURCE_DIR}/src/limiter/board.c $<TARGET_OBJECTS:cs_common>)
+set_tests_properties(limiter_board_hostile PROPERTIES SKIP_RETURN_CODE 77)
 cs_limiter_test(limiter_share_long test_share.c ARGS long)
 cs_limiter_test(limiter_share_short test_share.c ARGS short)
 cs_limiter_test(limiter_paths test_paths.c)

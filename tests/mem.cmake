@@ -19,7 +19,20 @@ cs_mem_test(mem_views_reap test_views_reap.c "CUDA_DEVICE_MEMORY_LIMIT=64m"
   "FAKECUDA_CTX_BYTES=8m")
 cs_mem_test(mem_race test_race.c "CUDA_DEVICE_MEMORY_LIMIT=64m")
 cs_mem_test(mem_sigkill test_sigkill.c "CUDA_DEVICE_MEMORY_LIMIT=64m")
-cs_mem_test(mem_bad_config test_bad_config.c "CUDA_DEVICE_MEMORY_LIMIT=4x")
+# Every knob with a bad value fails CUDA initialisation with one message.
+cs_mem_test(mem_bad_config test_bad_config.c "CUDA_DEVICE_MEMORY_LIMIT=4x"
+  "CS_EXPECT=CUDA_DEVICE_MEMORY_LIMIT='4x'|k/m/g")
+cs_mem_test(mem_bad_config_log_level test_bad_config.c "CUSHARE_LOG_LEVEL=garbage"
+  "CS_EXPECT=CUSHARE_LOG_LEVEL='garbage'|error, warn, info or debug")
+cs_mem_test(mem_bad_config_device_index test_bad_config.c "CUDA_DEVICE_MEMORY_LIMIT_16=1g"
+  "CS_EXPECT=CUDA_DEVICE_MEMORY_LIMIT_16=1g|i from 0 to 15")
+cs_mem_test(mem_bad_config_sm_index test_bad_config.c "CUDA_DEVICE_SM_LIMIT_01=10"
+  "CS_EXPECT=CUDA_DEVICE_SM_LIMIT_01=10|i from 0 to 15")
+cs_mem_test(mem_ledger_truncated test_ledger_truncated.c "CUDA_DEVICE_MEMORY_LIMIT=64m")
+# Plays a second, hostile user when run as root (tests/multiuser.h);
+# skipped, with the reason printed, where that is impossible.
+cs_mem_test(mem_ledger_foreign test_ledger_foreign.c)
+set_tests_properties(mem_ledger_foreign PROPERTIES SKIP_RETURN_CODE 77)
 cs_mem_test(mem_multi_gpu test_multi_gpu.c "FAKECUDA_DEVICES=2"
   "CUDA_DEVICE_MEMORY_LIMIT_0=64m" "CUDA_DEVICE_MEMORY_LIMIT_1=128m")
 cs_mem_test(mem_nvml_only test_nvml_only.c "CUDA_DEVICE_MEMORY_LIMIT=64m")
@@ -29,7 +42,8 @@ cs_mem_test(identity_probe_legacy test_identity_probe.c "CUDA_DEVICE_MEMORY_LIMI
 # Contexts (src/mem/ctx.c): 16 or 24 MiB each on the fake; on the H200 every
 # context, first or further, costs 518 MiB. Each runs twice: preloaded, and
 # with the interposer linked in (label sanitize: ASan+UBSan build; tsan),
-# since the sanitizer runtimes do not survive the preload.
+# so the sanitizers check them without a runtime preloaded first
+# (hook_preload_threads* run the preloaded path itself under them).
 set(CS_MEM_INPROC_SRC ${CS_LIB_SRC})
 list(FILTER CS_MEM_INPROC_SRC EXCLUDE REGEX "src/hook/dlsym\\.c$")
 function(cs_mem_ctx_test name src)
@@ -70,4 +84,20 @@ foreach(case leftovers sweep foreign)
   target_include_directories(${name} PRIVATE ${CMAKE_SOURCE_DIR}/tests/mem
     ${CMAKE_SOURCE_DIR}/tests/ledger)
   set_tests_properties(${name} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120)
+endforeach()
+
+# Fork while another thread holds each lock of the library (issue 13,
+# finding 11): the child's first CUDA work completes. The executable
+# interposes pthread_mutex_lock (exported) to hold the lock provably.
+add_executable(mem_fork_locks mem/test_fork_locks.c)
+target_link_libraries(mem_fork_locks PRIVATE fakecuda_driver dl pthread m)
+target_include_directories(mem_fork_locks PRIVATE ${CMAKE_SOURCE_DIR}/tests
+  ${CMAKE_SOURCE_DIR}/tests/mem)
+set_target_properties(mem_fork_locks PROPERTIES ENABLE_EXPORTS ON)
+add_dependencies(mem_fork_locks libcushare fakecuda_driver fakecuda_nvml)
+foreach(case init contexts track pools graph slots ledger_guard arm watch_start limiter_contexts
+        limiter_devices watcher_tick tenant park graph_charges)
+  add_test(NAME mem_fork_${case} COMMAND mem_fork_locks ${case})
+  set_tests_properties(mem_fork_${case} PROPERTIES TIMEOUT 60 ENVIRONMENT
+    "${CS_TEST_ENV};CS_BUILD_DIR=${CMAKE_BINARY_DIR};${CS_MEM_ENV};CUDA_DEVICE_MEMORY_LIMIT=64m;CUDA_DEVICE_SM_LIMIT=50;GPU_CORE_UTILIZATION_POLICY=force;FAKECUDA_NS_PER_BLOCK=100;CUDA_DEVICE_MEMORY_SHARED_CACHE=${CMAKE_BINARY_DIR}/tmp/mem_fork_${case}.ledger;FAKECUDA_STATE=${CMAKE_BINARY_DIR}/tmp/mem_fork_${case}.fake;CUSHARE_BOARD=${CMAKE_BINARY_DIR}/tmp/mem_fork_${case}.board")
 endforeach()

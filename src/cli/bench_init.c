@@ -1101,9 +1101,10 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
                                           optarg);
             break;
         case 'm':
-            if (cs__parse_size(optarg, &size))
-                return cs_cli_usage_error(cmd, "--mem '%s' is not a size: use bytes or a k/m/g/t "
-                                          "suffix, e.g. 4GiB", optarg);
+            if (cs__parse_size_unit(optarg, &size))
+                return cs_cli_usage_error(cmd, "--mem '%s' is not a size with a unit: use a "
+                                          "k/m/g/t (binary) suffix, e.g. 4GiB, or B for bytes",
+                                          optarg);
             o->mem = optarg;
             break;
         case 'h':

@@ -4,9 +4,11 @@
  * answers each local process's HPID v1 request with its host PID.
  *
  * Signals are this command's business, not the library's: SIGTERM/SIGINT
- * write one byte to a self-pipe that the accept loop polls, so shutdown
- * happens on the main thread (unlink the socket, join handlers, final
- * metrics) rather than in a handler.
+ * write one byte to a self-pipe that the event loop polls, so shutdown
+ * happens on the main thread (unlink the socket, finish held connections,
+ * final metrics) rather than in a handler. The command also owns the process's
+ * descriptor limit: it raises RLIMIT_NOFILE so that the connection table
+ * fits (the engine would otherwise shrink the table to the limit).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -15,18 +17,27 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
 #include "identity/identity.h"
 
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
 static const char usage[] =
-    "usage: cushare broker [--socket PATH] [--metrics PATH] [--max-handlers N] "
-    "[--ready-file PATH]\n"
+    "usage: cushare broker [--socket PATH] [--metrics PATH] [--max-conns N] "
+    "[--max-per-uid N] [--ready-file PATH]\n"
     "  --socket PATH        listen here (default " CS_BROKER_SOCKET_PATH ");\n"
     "                       clients only trust the default path\n"
     "  --metrics PATH       write Prometheus text metrics here every second\n"
-    "  --max-handlers N     concurrent handler threads, 1..1024 (default 64)\n"
+    "  --max-conns N        connections held at once, 1.." STR(CS_BROKER_MAX_CONNS) " (default "
+    STR(CS_BROKER_DEFAULT_CONNS) ")\n"
+    "  --max-per-uid N      of them held by one uid, 1..max-conns (default\n"
+    "                       max-conns/" STR(CS_BROKER_PER_UID_SHARE) ", so "
+    STR(CS_BROKER_DEFAULT_PER_UID) ");\n"
+    "                       a uid's connections beyond it are closed at once\n"
     "  --ready-file PATH    create PATH once listening; removed at shutdown\n";
 
 struct broker_args {
@@ -60,12 +71,13 @@ static const char *opt_value(const char *name, int argc, char **argv, int *i)
     return argv[++*i];
 }
 
-static int parse_handlers(const char *v, unsigned *out)
+/* 1..CS_BROKER_MAX_CONNS, decimal, nothing trailing. */
+static int parse_count(const char *v, unsigned *out)
 {
     char *end;
     errno = 0;
     unsigned long n = strtoul(v, &end, 10);
-    if (errno || end == v || *end || v[0] == '-' || n < 1 || n > CS_BROKER_MAX_HANDLERS)
+    if (errno || end == v || *end || v[0] == '-' || n < 1 || n > CS_BROKER_MAX_CONNS)
         return -1;
     *out = (unsigned)n;
     return 0;
@@ -84,16 +96,38 @@ static int parse_args(int argc, char **argv, struct broker_args *a)
             a->cfg.metrics_path = v;
         } else if ((v = opt_value("--ready-file", argc, argv, &i))) {
             a->ready_file = v;
-        } else if ((v = opt_value("--max-handlers", argc, argv, &i))) {
-            if (parse_handlers(v, &a->cfg.max_handlers))
-                return cs_cli_usage_error("broker", "--max-handlers wants 1..%u, got '%s'",
-                                          CS_BROKER_MAX_HANDLERS, v);
+        } else if ((v = opt_value("--max-conns", argc, argv, &i))) {
+            if (parse_count(v, &a->cfg.max_conns))
+                return cs_cli_usage_error("broker", "--max-conns wants 1..%u, got '%s'",
+                                          CS_BROKER_MAX_CONNS, v);
+        } else if ((v = opt_value("--max-per-uid", argc, argv, &i))) {
+            if (parse_count(v, &a->cfg.max_per_uid))
+                return cs_cli_usage_error("broker", "--max-per-uid wants 1..%u, got '%s'",
+                                          CS_BROKER_MAX_CONNS, v);
         } else {
             return cs_cli_usage_error("broker", "unknown or incomplete option '%s'\n%s",
                                       argv[i], usage);
         }
     }
+    unsigned conns = a->cfg.max_conns ? a->cfg.max_conns : CS_BROKER_DEFAULT_CONNS;
+    if (a->cfg.max_per_uid > conns)
+        return cs_cli_usage_error("broker", "--max-per-uid %u exceeds --max-conns %u",
+                                  a->cfg.max_per_uid, conns);
     return 0;
+}
+
+/* Room for the connection table plus the daemon's own descriptors, within
+ * the hard limit; the engine shrinks the table (and warns) if this falls
+ * short. */
+static void raise_fd_limit(unsigned max_conns)
+{
+    struct rlimit rl;
+    rlim_t want = (rlim_t)(max_conns ? max_conns : CS_BROKER_DEFAULT_CONNS) +
+                  CS_BROKER_RESERVED_FDS;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= want)
+        return;
+    rl.rlim_cur = rl.rlim_max < want ? rl.rlim_max : want;
+    setrlimit(RLIMIT_NOFILE, &rl);
 }
 
 /* Self-pipe plus handlers; the previous dispositions go to old[]. */
@@ -144,6 +178,7 @@ int cs_cmd_broker(int argc, char **argv)
         fprintf(stderr, "cushare: broker: cannot create self-pipe: %s\n", strerror(errno));
         return CS_EXIT_FAIL;
     }
+    raise_fd_limit(a.cfg.max_conns);
     struct cs_broker_server *s;
     rc = cs__broker_server_open(&a.cfg, &s);
     if (rc) {

@@ -45,7 +45,7 @@ static const char run_usage[] =
     "usage: cushare run [--mem SIZE[,SIZE...]] [--sm PCT[,PCT...]] [--ledger FILE]\n"
     "                   [--policy default|force|disable] [--priority N] [--exec] -- CMD [ARGS...]\n"
     "  --mem      memory budget: one size for every device, or one per visible device\n"
-    "             (bytes or k/m/g/t binary suffix, e.g. 4GiB or 2g,6g; 0 = none)\n"
+    "             (a k/m/g/t binary or B suffix, e.g. 4GiB or 2g,6g; 0 = none)\n"
     "  --sm       compute share in percent (1..100), one or one per device\n"
     "  --ledger   the tenant's ledger file (shared by every process of the tenant);\n"
     "             default: a private one, removed when CMD ends\n"
@@ -86,22 +86,20 @@ static int set_list(const char *cmd, const char *var, const char *list, int is_s
     if (strlen(list) >= sizeof buf)
         return cs_cli_usage_error(cmd, "--%s value is too long", is_size ? "mem" : "sm");
     strcpy(buf, list);
-    int n = 0;
-    char *save = NULL;
-    char *items[CS_MAX_DEVICES + 1];
-    for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        if (n == CS_MAX_DEVICES)
-            return cs_cli_usage_error(cmd, "at most %d devices", CS_MAX_DEVICES);
-        items[n++] = t;
-    }
-    if (n == 0)
-        return cs_cli_usage_error(cmd, "empty --%s value", is_size ? "mem" : "sm");
+    char *items[CS_MAX_DEVICES];
+    int n = cs__split_list(buf, items, CS_MAX_DEVICES);
+    if (n == -E2BIG)
+        return cs_cli_usage_error(cmd, "at most %d devices", CS_MAX_DEVICES);
+    if (n < 0)
+        return cs_cli_usage_error(cmd, "--%s '%s' has an empty value: give one value for every "
+                                  "device, e.g. %s", is_size ? "mem" : "sm", list,
+                                  is_size ? "2GiB,6GiB" : "25,50");
     for (int i = 0; i < n; i++) {
         uint64_t size;
         long pct;
-        if (is_size && cs__parse_size(items[i], &size))
-            return cs_cli_usage_error(cmd, "--mem '%s' is not a size: use bytes or a k/m/g/t "
-                                      "suffix, e.g. 4GiB", items[i]);
+        if (is_size && cs__parse_size_unit(items[i], &size))
+            return cs_cli_usage_error(cmd, "--mem '%s' is not a size with a unit: use a k/m/g/t "
+                                      "(binary) suffix, e.g. 4GiB, or B for bytes", items[i]);
         if (!is_size && cs__parse_int(items[i], 0, 100, &pct))
             return cs_cli_usage_error(cmd, "--sm '%s' is not a percentage from 0 to 100", items[i]);
         char name[64];

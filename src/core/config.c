@@ -1,3 +1,4 @@
+#define _GNU_SOURCE /* environ */
 #include "core/config.h"
 
 #include <ctype.h>
@@ -7,10 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "core/log.h"
 
-int cs__parse_size(const char *s, uint64_t *out)
+/* cs__parse_size; *has_unit says whether a suffix was written. */
+static int parse_size(const char *s, uint64_t *out, bool *has_unit)
 {
     if (!s || !isdigit((unsigned char)*s))
         return -EINVAL;
@@ -23,6 +26,7 @@ int cs__parse_size(const char *s, uint64_t *out)
         v = v * 10 + d;
     }
     unsigned shift = 0;
+    const char *unit = p;
     switch (*p) {
     case 'k': case 'K': shift = 10; p++; break;
     case 'm': case 'M': shift = 20; p++; break;
@@ -38,8 +42,46 @@ int cs__parse_size(const char *s, uint64_t *out)
         return -EINVAL;
     if (shift && v > (UINT64_MAX >> shift))
         return -ERANGE;
+    *has_unit = p != unit;
     *out = v << shift;
     return 0;
+}
+
+int cs__parse_size(const char *s, uint64_t *out)
+{
+    bool has_unit;
+    return parse_size(s, out, &has_unit);
+}
+
+int cs__parse_size_unit(const char *s, uint64_t *out)
+{
+    uint64_t v;
+    bool has_unit;
+    int rc = parse_size(s, &v, &has_unit);
+    if (rc)
+        return rc;
+    if (v && !has_unit)
+        return -EINVAL;
+    *out = v;
+    return 0;
+}
+
+int cs__split_list(char *list, char **items, int max)
+{
+    int n = 0;
+    for (char *p = list;; p++) {
+        char *comma = strchr(p, ',');
+        if (comma)
+            *comma = '\0';
+        if (!*p)
+            return -EINVAL; /* "a,,b", ",a", "a," or "": a value went missing */
+        if (n == max)
+            return -E2BIG;
+        items[n++] = p;
+        if (!comma)
+            return n;
+        p = comma;
+    }
 }
 
 int cs__parse_int(const char *s, long min, long max, long *out)
@@ -74,7 +116,7 @@ struct opt {
 
 enum opt_id {
     O_MEM, O_SM, O_CACHE, O_POLICY, O_PRIORITY, O_BROKER, O_PROCFS, O_BOARD, O_HAMI_SIGNALS,
-    O_SM_BURST, O_SM_SHARE, O_COUNT
+    O_SM_BURST, O_SM_SHARE, O_LOG_LEVEL, O_LEDGER_TRUST, O_COUNT
 };
 
 static const struct opt options[O_COUNT] = {
@@ -99,6 +141,12 @@ static const struct opt options[O_COUNT] = {
     [O_SM_SHARE] = {"CUSHARE_SM_SHARE", OPT_WORD, false,
                     "use throughput (share of the device's full-load work) or time (share of "
                     "GPU time)"},
+    [O_LOG_LEVEL] = {"CUSHARE_LOG_LEVEL", OPT_WORD, false,
+                     "use error, warn, info or debug (or 0 to 3)"},
+    [O_LEDGER_TRUST] = {"CUSHARE_LEDGER_TRUST", OPT_WORD, false,
+                        "use owner (only a ledger of this user that nobody else can write) or "
+                        "directory (the ledger's directory is private to this tenant, as "
+                        "HAMi's per-container mount)"},
 };
 
 static int bad_value(const char *var, const char *value, const char *fix)
@@ -181,20 +229,79 @@ static int parse_one(struct cs_config *c, enum opt_id id, int dev, const char *v
             return bad_value(var, v, o->fix);
         c->sm_share_time = !strcasecmp(v, "time");
         return 0;
+    case O_LOG_LEVEL:
+        if (cs__log_parse_level(v, &c->log_level))
+            return bad_value(var, v, o->fix);
+        return 0;
+    case O_LEDGER_TRUST:
+        if (strcasecmp(v, "owner") && strcasecmp(v, "directory"))
+            return bad_value(var, v, o->fix);
+        c->ledger_trust_dir = !strcasecmp(v, "directory");
+        return 0;
     case O_COUNT:
         break;
     }
     return -EINVAL;
 }
 
-int cs__config_parse(struct cs_config *out, const char *(*lookup)(const char *, void *),
-                     void *ctx)
+/* The value of the first "name=value" entry of env, as getenv does. */
+static const char *env_value(char *const *env, const char *name)
+{
+    size_t n = strlen(name);
+    for (; env && *env; env++)
+        if (!strncmp(*env, name, n) && (*env)[n] == '=')
+            return *env + n + 1;
+    return NULL;
+}
+
+/* Device index of "NAME_<i>": plain decimal as HAMi writes it ("0".."15",
+ * no sign, no leading zero). -1 if `suffix` is not such an index. */
+static int device_index(const char *suffix)
+{
+    long v;
+    if (!isdigit((unsigned char)suffix[0]) || (suffix[0] == '0' && suffix[1]) ||
+        cs__parse_int(suffix, 0, CS_MAX_DEVICES - 1, &v))
+        return -1;
+    return (int)v;
+}
+
+/* A per-device variable that names no device we manage would be dropped
+ * without a word (a budget nobody enforces): refuse it instead. An empty
+ * value asks for nothing and stays unset, as for every variable. */
+static int check_device_names(char *const *env)
+{
+    int rc = 0;
+    for (; env && *env; env++) {
+        const char *eq = strchr(*env, '=');
+        if (!eq || !eq[1])
+            continue;
+        for (int id = 0; id < O_COUNT; id++) {
+            const struct opt *o = &options[id];
+            size_t n = strlen(o->name);
+            if (!o->indexed || strncmp(*env, o->name, n) || (*env)[n] != '_')
+                continue;
+            char suffix[8];
+            size_t len = (size_t)(eq - (*env + n + 1));
+            snprintf(suffix, sizeof suffix, "%.*s", (int)len, *env + n + 1);
+            if (len < sizeof suffix && device_index(suffix) >= 0)
+                continue;
+            cs_err("config", "%.80s names no device cushare manages: use %s_<i> with i from 0 "
+                   "to %d (plain decimal, as HAMi writes it), or remove it",
+                   *env, o->name, CS_MAX_DEVICES - 1);
+            rc = -EINVAL;
+        }
+    }
+    return rc;
+}
+
+int cs__config_parse(struct cs_config *out, char *const *env)
 {
     memset(out, 0, sizeof *out);
-    int rc = 0;
+    out->log_level = CS_LOG_WARN;
+    int rc = check_device_names(env);
     for (int id = 0; id < O_COUNT; id++) {
         const struct opt *o = &options[id];
-        const char *v = lookup(o->name, ctx);
+        const char *v = env_value(env, o->name);
         /* An empty value is treated as unset, as HAMi does. */
         if (v && *v && parse_one(out, (enum opt_id)id, -1, o->name, v))
             rc = -EINVAL;
@@ -203,7 +310,7 @@ int cs__config_parse(struct cs_config *out, const char *(*lookup)(const char *, 
         for (int dev = 0; dev < CS_MAX_DEVICES; dev++) {
             char var[64];
             snprintf(var, sizeof var, "%s_%d", o->name, dev);
-            v = lookup(var, ctx);
+            v = env_value(env, var);
             if (v && *v && parse_one(out, (enum opt_id)id, dev, var, v))
                 rc = -EINVAL;
         }
@@ -211,15 +318,9 @@ int cs__config_parse(struct cs_config *out, const char *(*lookup)(const char *, 
     return rc;
 }
 
-static const char *env_lookup(const char *name, void *ctx)
-{
-    (void)ctx;
-    return getenv(name);
-}
-
 int cs__config_from_env(struct cs_config *out)
 {
-    return cs__config_parse(out, env_lookup, NULL);
+    return cs__config_parse(out, environ);
 }
 
 uint64_t cs__config_mem_limit(const struct cs_config *c, int dev)
@@ -240,6 +341,7 @@ uint32_t cs__config_sm_limit(const struct cs_config *c, int dev)
 void cs__config_dump(const struct cs_config *c, char *buf, size_t len)
 {
     static const char *const policy_names[] = {"default", "force", "disable"};
+    static const char *const log_names[] = {"error", "warn", "info", "debug"};
     size_t n = 0;
 #define APPEND(...)                                                         \
     do {                                                                    \
@@ -256,8 +358,10 @@ void cs__config_dump(const struct cs_config *c, char *buf, size_t len)
                    (unsigned long long)m, s);
     }
     APPEND("ledger: %s\n", c->ledger_path[0] ? c->ledger_path : "(private)");
+    APPEND("ledger trust: %s\n", c->ledger_trust_dir ? "directory" : "owner");
     APPEND("policy: %s\npriority: %d\n", policy_names[c->policy % 3], (int)c->priority);
     APPEND("hostpid broker: %s\nhost procfs: %s\n", c->hostpid_broker ? "on" : "off",
            c->host_procfs[0] ? c->host_procfs : "(none)");
+    APPEND("log level: %s\n", log_names[c->log_level & 3]);
 #undef APPEND
 }

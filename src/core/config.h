@@ -31,15 +31,21 @@ struct cs_config {
     bool hami_signals;                      /* CUSHARE_HAMI_SIGNALS: SIGUSR2/1 suspend/resume */
     uint32_t sm_burst_us;                   /* CUSHARE_SM_BURST_US: pacing burst, 0 = default */
     bool sm_share_time;                     /* CUSHARE_SM_SHARE=time: no throughput corrections */
+    int log_level;                          /* CUSHARE_LOG_LEVEL (log.c reads it itself too) */
+    bool ledger_trust_dir;                  /* CUSHARE_LEDGER_TRUST=directory: the ledger's
+                                               directory is private to the tenant */
 };
 
 /* Parses the process environment into *out. 0, or -EINVAL after printing
- * one message per bad variable. */
+ * one message per bad variable. Besides bad values, a per-device name
+ * whose suffix is not a device index from 0 to CS_MAX_DEVICES-1
+ * (CUDA_DEVICE_MEMORY_LIMIT_16, _01, _x) is an error: it would otherwise
+ * be a limit nobody enforces. */
 int cs__config_from_env(struct cs_config *out);
 
-/* Same, from an explicit lookup function (tests, the CLI). */
-int cs__config_parse(struct cs_config *out, const char *(*lookup)(const char *name, void *ctx),
-                     void *ctx);
+/* Same, from `env`: NULL-terminated "NAME=value" strings like environ;
+ * the first entry of a name counts, as for getenv (tests, the CLI). */
+int cs__config_parse(struct cs_config *out, char *const *env);
 
 /* Effective per-device values (device-specific variable, else the "all"
  * one, else 0 = none). */
@@ -50,6 +56,17 @@ uint32_t cs__config_sm_limit(const struct cs_config *c, int dev);
  * (binary) suffix, optionally followed by "i", "ib" or "b" (any case).
  * 0, -EINVAL (not a size) or -ERANGE (overflow). */
 int cs__parse_size(const char *s, uint64_t *out);
+
+/* A size a person typed (`cushare run --mem`): as cs__parse_size, but a
+ * size other than 0 needs its unit ("3" is refused, "3B", "3GiB" are
+ * not), because nobody means a budget of 3 bytes. The environment keeps
+ * HAMi's reading of a bare number (bytes), since a control plane writes it. */
+int cs__parse_size_unit(const char *s, uint64_t *out);
+
+/* Splits a comma-separated list in place: items[] point into `list`.
+ * The number of items, -EINVAL if one is empty ("a,,b", "a,", ",a", "")
+ * or -E2BIG if there are more than `max`. */
+int cs__split_list(char *list, char **items, int max);
 
 /* Strict decimal integer in [min, max]. 0, -EINVAL or -ERANGE. */
 int cs__parse_int(const char *s, long min, long max, long *out);

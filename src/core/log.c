@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 static const char *const level_names[] = {"error", "warning", "info", "debug"};
@@ -12,20 +13,31 @@ static const char *const level_names[] = {"error", "warning", "info", "debug"};
 static int log_level = -1;
 static __thread int log_reentered;
 
+int cs__log_parse_level(const char *s, int *out)
+{
+    static const char *const words[][2] = {
+        [CS_LOG_ERROR] = {"error", "0"},
+        [CS_LOG_WARN] = {"warn", "1"},
+        [CS_LOG_INFO] = {"info", "2"},
+        [CS_LOG_DEBUG] = {"debug", "3"},
+    };
+    for (int l = CS_LOG_ERROR; l <= CS_LOG_DEBUG; l++) {
+        if (!strcasecmp(s, words[l][0]) || !strcmp(s, words[l][1]) ||
+            (l == CS_LOG_WARN && !strcasecmp(s, "warning"))) {
+            *out = l;
+            return 0;
+        }
+    }
+    return -EINVAL;
+}
+
 static int read_level(void)
 {
     const char *v = getenv("CUSHARE_LOG_LEVEL");
-    if (!v || !*v)
+    int level;
+    if (!v || !*v || cs__log_parse_level(v, &level))
         return CS_LOG_WARN;
-    if (!strcmp(v, "error") || !strcmp(v, "0"))
-        return CS_LOG_ERROR;
-    if (!strcmp(v, "warn") || !strcmp(v, "1"))
-        return CS_LOG_WARN;
-    if (!strcmp(v, "info") || !strcmp(v, "2"))
-        return CS_LOG_INFO;
-    if (!strcmp(v, "debug") || !strcmp(v, "3"))
-        return CS_LOG_DEBUG;
-    return CS_LOG_WARN;
+    return level;
 }
 
 int cs__log_enabled(enum cs_log_level level)

@@ -1,6 +1,7 @@
 /*
  * Logging fit for an interposer: the level is read once from
- * CUSHARE_LOG_LEVEL (error, warn, info, debug; default warn), messages are
+ * CUSHARE_LOG_LEVEL (error, warn, info, debug; default warn; a bad value
+ * is the configuration's error, src/core/config.c), messages are
  * formatted into a stack buffer and written with one write(2) to stderr,
  * errno is preserved, a thread-local flag drops re-entrant calls, and each
  * call site can cap how often it repeats. Every message starts with
@@ -12,6 +13,12 @@
 #include <stdarg.h>
 
 enum cs_log_level { CS_LOG_ERROR = 0, CS_LOG_WARN, CS_LOG_INFO, CS_LOG_DEBUG };
+
+/* "error", "warn"/"warning", "info", "debug" (any case) or "0".."3":
+ * 0 and the level in *out, or -EINVAL. The configuration table refuses
+ * what this refuses (fail closed); the logger itself falls back to warn
+ * so that it can still say why. */
+int cs__log_parse_level(const char *s, int *out);
 
 int cs__log_enabled(enum cs_log_level level);
 void cs__log_write(enum cs_log_level level, const char *subsys, const char *fmt, ...)

@@ -2,43 +2,61 @@
  * dlsym / dlvsym interposition. A program (or the CUDA runtime) that looks a
  * driver entry point up by name gets our wrapper whenever the lookup would
  * have produced the driver's own function: on RTLD_DEFAULT, RTLD_NEXT and on
- * a handle from dlopen("libcuda.so.1"). Every other lookup answers exactly
- * what libc would, including RTLD_NEXT relative to the real caller.
+ * a handle from dlopen("libcuda.so.1"). A lookup of dlsym or dlvsym
+ * themselves, on any handle and for any version, gets ours too. Every other
+ * lookup answers exactly what libc would, including RTLD_NEXT relative to
+ * the real caller.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <link.h>
-#include <pthread.h>
 #include <stdbool.h>
-#include <string.h>
 
-#include "core/log.h"
 #include "hook/elf.h"
 #include "hook/hooks.h"
+
+/* This file keeps elf.h's contract: it may run before a sanitizer runtime
+ * is initialised, so no instrumentation and no intercepted libc call. */
 
 typedef void *(*dlsym_fn)(void *, const char *);
 typedef void *(*dlvsym_fn)(void *, const char *, const char *);
 
+/* libc's dlsym and dlvsym, found on first use. No pthread_once: threads
+ * racing to find them find the same addresses, so each just stores what it
+ * found; readers see NULL (and look) or the final value. */
 static dlsym_fn libc_dlsym_fn;
 static dlvsym_fn libc_dlvsym_fn;
-static pthread_once_t libc_once = PTHREAD_ONCE_INIT;
 
-static void find_libc(void)
+static dlsym_fn libc_dlsym_ptr(void)
 {
-    libc_dlsym_fn = (dlsym_fn)cs__elf_find_global("dlsym", NULL);
-    libc_dlvsym_fn = (dlvsym_fn)cs__elf_find_global("dlvsym", NULL);
+    dlsym_fn f = __atomic_load_n(&libc_dlsym_fn, __ATOMIC_ACQUIRE);
+    if (!f) {
+        f = (dlsym_fn)cs__elf_find_global("dlsym", NULL);
+        __atomic_store_n(&libc_dlsym_fn, f, __ATOMIC_RELEASE);
+    }
+    return f;
+}
+
+static dlvsym_fn libc_dlvsym_ptr(void)
+{
+    dlvsym_fn f = __atomic_load_n(&libc_dlvsym_fn, __ATOMIC_ACQUIRE);
+    if (!f) {
+        f = (dlvsym_fn)cs__elf_find_global("dlvsym", NULL);
+        __atomic_store_n(&libc_dlvsym_fn, f, __ATOMIC_RELEASE);
+    }
+    return f;
 }
 
 void *cs__libc_dlsym(void *handle, const char *name)
 {
-    pthread_once(&libc_once, find_libc);
-    return libc_dlsym_fn ? libc_dlsym_fn(handle, name) : NULL;
+    dlsym_fn f = libc_dlsym_ptr();
+    return f ? f(handle, name) : NULL;
 }
 
 void *cs__libc_dlvsym(void *handle, const char *name, const char *version)
 {
-    pthread_once(&libc_once, find_libc);
-    return libc_dlvsym_fn ? libc_dlvsym_fn(handle, name, version) : NULL;
+    dlvsym_fn f = libc_dlvsym_ptr();
+    return f ? f(handle, name, version) : NULL;
 }
 
 static bool is_own_object(const struct link_map *m)
@@ -52,8 +70,10 @@ static bool is_own_object(const struct link_map *m)
 
 /* RTLD_NEXT means "after the caller". Our own call to libc would mean
  * "after libcushare", which is the same answer for callers that precede us
- * (the executable, the usual case) but not for libraries loaded after us;
- * for those, walk the link map from the caller onwards. */
+ * (the executable, the usual case) but not for libraries loaded after us
+ * (a sanitizer runtime linked into the program, for one: it looks up
+ * memcpy, an indirect function, this way); for those, walk the link map
+ * from the caller onwards. */
 static void *next_after_caller(const char *name, const char *version, const void *caller)
 {
     Dl_info info;
@@ -81,22 +101,61 @@ static bool from_driver_library(const void *p)
     Dl_info info;
     if (!dladdr(p, &info) || !info.dli_fname)
         return false;
-    const char *base = strrchr(info.dli_fname, '/');
-    base = base ? base + 1 : info.dli_fname;
-    return !strncmp(base, "libcuda.so", 10) || !strncmp(base, "libnvidia-ml.so", 15);
+    const char *base = info.dli_fname;
+    for (const char *c = info.dli_fname; *c; c++)
+        if (*c == '/')
+            base = c + 1;
+    return cs__elf_strneq(base, "libcuda.so", 10) || cs__elf_strneq(base, "libnvidia-ml.so", 15);
 }
 
-/* Our wrapper if `found` is the driver's definition of a hooked symbol. */
+CS_EXPORT void *dlsym(void *handle, const char *name);
+CS_EXPORT void *dlvsym(void *handle, const char *name, const char *version);
+
+/* glibc's lookup-by-name entry points, and what a lookup of one answers.
+ * Handing out libc's own dlsym would hand out the unchecked driver one
+ * call later (dlvsym(libc, "dlsym", "GLIBC_2.34"), dlsym(libc, "dlvsym"),
+ * dlsym(RTLD_NEXT, "dlsym")), so every such lookup, on any handle and for
+ * any version, gets ours: it answers as libc's does except for driver
+ * symbols. The private ones (exported by glibc before 2.34 only, called by
+ * nobody outside glibc) find nothing. */
+static const struct {
+    const char *name;
+    void *ours;
+} dl_doors[] = {
+    {"dlsym", (void *)dlsym},
+    {"dlvsym", (void *)dlvsym},
+    {"__libc_dlsym", NULL},
+    {"__libc_dlvsym", NULL},
+    {"_dl_sym", NULL},
+    {"_dl_vsym", NULL},
+};
+
+static bool is_dl_door(const char *name, void **ours)
+{
+    for (size_t i = 0; i < sizeof dl_doors / sizeof dl_doors[0]; i++) {
+        if (cs__elf_streq(name, dl_doors[i].name)) {
+            *ours = dl_doors[i].ours;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Our wrapper if `found` is the driver's definition of a hooked symbol;
+ * our dlsym/dlvsym if it is libc's. */
 static void *route(const char *name, void *found)
 {
+    void *ours;
+    if (found && name && (name[0] == 'd' || name[0] == '_') && is_dl_door(name, &ours))
+        return ours;
     if (!found || !name || (name[0] != 'c' && name[0] != 'n'))
         return found;
-    int id = cs__hook_find_symbol(name);
-    if (id < 0 || found == cs_hook_rows[id].wrapper)
+    /* The driver test first: it keeps every lookup of a libc function
+     * (a sanitizer's, at its start-up) out of the instrumented hook table. */
+    if (!from_driver_library(found))
         return found;
-    if (from_driver_library(found))
-        return cs_hook_rows[id].wrapper;
-    return found;
+    int id = cs__hook_find_symbol(name);
+    return id >= 0 ? cs_hook_rows[id].wrapper : found;
 }
 
 static void *lookup(void *handle, const char *name, const char *version, const void *caller)

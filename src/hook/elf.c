@@ -14,7 +14,6 @@
 #include <link.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include <string.h>
 
 #include "hook/elf.h"
 
@@ -44,8 +43,13 @@ static const void *dyn_ptr(ElfW(Addr) base, ElfW(Addr) v)
 
 static bool read_tables(ElfW(Addr) base, const ElfW(Dyn) *dyn, struct dyn_tables *t)
 {
-    memset(t, 0, sizeof *t);
+    /* Field by field: a struct clear may become a call to memset. */
     t->base = base;
+    t->symtab = NULL;
+    t->strtab = NULL;
+    t->gnu_hash = NULL;
+    t->versym = NULL;
+    t->verdef = NULL;
     if (!dyn)
         return false;
     for (; dyn->d_tag != DT_NULL; dyn++) {
@@ -86,10 +90,11 @@ static bool version_matches(const struct dyn_tables *t, uint32_t idx, const char
     if (!version)
         return (vs & 0x8000) == 0;
     const char *name = version_name(t, vs & 0x7fff);
-    return name && !strcmp(name, version);
+    return name && cs__elf_streq(name, version);
 }
 
-static void *lookup(const struct dyn_tables *t, const char *name, const char *version)
+static const ElfW(Sym) *find_sym(const struct dyn_tables *t, const char *name,
+                                 const char *version)
 {
     const uint32_t *h = t->gnu_hash;
     uint32_t nbuckets = h[0], symoffset = h[1], bloom_size = h[2];
@@ -106,12 +111,25 @@ static void *lookup(const struct dyn_tables *t, const char *name, const char *ve
         uint32_t h2 = chain[idx - symoffset];
         const ElfW(Sym) *s = &t->symtab[idx];
         if ((hash | 1) == (h2 | 1) && s->st_shndx != SHN_UNDEF &&
-            !strcmp(name, t->strtab + s->st_name) && version_matches(t, idx, version) &&
-            ELF64_ST_TYPE(s->st_info) != STT_GNU_IFUNC)
-            return (void *)(t->base + s->st_value);
+            cs__elf_streq(name, t->strtab + s->st_name) && version_matches(t, idx, version))
+            return s;
         if (h2 & 1)
             return NULL;
     }
+}
+
+/* The address an indirect function resolves to, as the dynamic linker
+ * computes it: x86 resolvers take no arguments (glibc's dl-irel.h). Other
+ * architectures pass hardware capabilities we do not reproduce: there the
+ * lookup finds nothing, and libc's dlsym answers for callers before us. */
+static void *resolve_ifunc(ElfW(Addr) resolver)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    return ((void *(*)(void))resolver)();
+#else
+    (void)resolver;
+    return NULL;
+#endif
 }
 
 void *cs__elf_lookup_in(ElfW(Addr) base, const ElfW(Dyn) *dyn, const char *name,
@@ -120,28 +138,12 @@ void *cs__elf_lookup_in(ElfW(Addr) base, const ElfW(Dyn) *dyn, const char *name,
     struct dyn_tables t;
     if (!read_tables(base, dyn, &t))
         return NULL;
-    return lookup(&t, name, version);
-}
-
-struct search {
-    const char *name;
-    const char *version;
-    ElfW(Addr) skip_base;
-    void *found;
-};
-
-static int search_object(struct dl_phdr_info *info, size_t size, void *arg)
-{
-    (void)size;
-    struct search *s = arg;
-    if (info->dlpi_addr == s->skip_base && s->skip_base)
-        return 0;
-    const ElfW(Dyn) *dyn = NULL;
-    for (int i = 0; i < info->dlpi_phnum; i++)
-        if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
-            dyn = (const void *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
-    s->found = cs__elf_lookup_in(info->dlpi_addr, dyn, s->name, s->version);
-    return s->found != NULL;
+    const ElfW(Sym) *s = find_sym(&t, name, version);
+    if (!s)
+        return NULL;
+    if (ELF64_ST_TYPE(s->st_info) == STT_GNU_IFUNC)
+        return resolve_ifunc(base + s->st_value);
+    return (void *)(base + s->st_value);
 }
 
 static ElfW(Addr) own_base(void)
@@ -152,9 +154,18 @@ static ElfW(Addr) own_base(void)
     return (ElfW(Addr))info.dli_fbase;
 }
 
+/* The main link map through the debugger's interface (_r_debug, defined by
+ * the dynamic linker) rather than dl_iterate_phdr, which sanitizers
+ * intercept: the same objects, in load order, without a call. */
 void *cs__elf_find_global(const char *name, const char *version)
 {
-    struct search s = {name, version, own_base(), NULL};
-    dl_iterate_phdr(search_object, &s);
-    return s.found;
+    ElfW(Addr) skip = own_base();
+    for (const struct link_map *m = _r_debug.r_map; m; m = m->l_next) {
+        if (skip && m->l_addr == skip)
+            continue;
+        void *p = cs__elf_lookup_in(m->l_addr, m->l_ld, name, version);
+        if (p)
+            return p;
+    }
+    return NULL;
 }

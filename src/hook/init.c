@@ -20,6 +20,8 @@
 #include "core/userdir.h"
 #include "cushare/phases.h"
 #include "hook/runtime.h"
+#include "limiter/limiter.h"
+#include "mem/admit.h"
 
 struct cs_runtime cs_rt;
 
@@ -63,8 +65,10 @@ CS_EXPORT void cushare_phases(struct cushare_phases *out)
 /* 0 not started, 1 ready, <0 sticky failure. Published with release after
  * cs_rt is complete; hot paths read it with acquire and take no lock. */
 static int init_state;
+/* Orders the first callers of cs__init; also serialises cs__init_devices
+ * (cs_rt.device_count, cs_rt.dev[]). */
 static pthread_mutex_t init_mutex = PTHREAD_MUTEX_INITIALIZER;
-static bool handlers_installed;
+static bool exit_handler_installed; /* under init_mutex; atexit survives fork */
 
 /* Without CUDA_DEVICE_MEMORY_SHARED_CACHE the tenant is this process and
  * its fork children: a private ledger in a per-user 0700 directory of
@@ -91,14 +95,31 @@ static void on_exit_leave(void)
         cs__ledger_remove_if_unused(&cs_rt.ledger);
 }
 
-/* Runs in the child right after fork. The child shares the parent's open
- * file description, hence the parent's slot lock: trade it at once for a
- * description of our own (so the parent's death stays visible, and an
- * unnamed private ledger stays reachable), and re-initialise lazily.
- * Without /proc the descriptor is dropped and the path opened later. */
+/* ---- fork ------------------------------------------------------------------
+ * The one fork handler of the library. In the child only the forking thread
+ * exists: a lock another thread of the parent held stays locked in the
+ * child's copy, and whatever that thread was doing is lost. So every
+ * module's locks and per-process state are reset here, in this order, and
+ * the handler is registered before the first lock of the library can be
+ * taken (first thing on cs__init's slow path, which every entry point
+ * passes before any lock), so no thread can hold a lock whose reset is not
+ * registered yet. What stays: the configuration, the driver handles and
+ * symbols, the devices learnt (same process image, same devices), the
+ * signal dispositions (the kernel keeps them across fork), pthread_once
+ * controls (glibc restarts one left in progress), and postinit_lock.c's
+ * registry, which has handlers of its own. */
+
+/* The child shares the parent's open file description, hence the parent's
+ * slot lock: trade it at once for a description of our own (so the
+ * parent's death stays visible, and an unnamed private ledger stays
+ * reachable: async-signal-safe, through /proc/self/fd), and re-initialise
+ * lazily. Without /proc the descriptor is dropped and the path opened
+ * later. An initialisation the parent had in progress (init_state 0) is
+ * the child's to do again from the start. */
 static void on_fork_child(void)
 {
-    pthread_mutex_init(&init_mutex, NULL);
+    static const pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+    memcpy(&init_mutex, &fresh, sizeof fresh);
     if (cs_rt.ledger.fd >= 0) {
         int own = cs__ledger_reopen_fd(cs_rt.ledger.fd, cs_rt.ledger.read_only ? O_RDONLY
                                                                                : O_RDWR);
@@ -108,6 +129,17 @@ static void on_fork_child(void)
     cs_rt.ledger.slot = -1;
     if (init_state == 1)
         init_state = 2; /* "re-initialise after fork" */
+    phases = (struct cushare_phases){.version = CUSHARE_PHASES_VERSION};
+    cs__ledger_atfork_child();
+    cs__mem_atfork_child();
+    cs__lim_atfork_child();
+}
+
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+
+static void register_fork_handler(void)
+{
+    pthread_atfork(NULL, NULL, on_fork_child);
 }
 
 static int private_ledger_path(char *out, size_t len)
@@ -218,14 +250,14 @@ int cs__init(void)
     int s = __atomic_load_n(&init_state, __ATOMIC_ACQUIRE);
     if (s == 1 || s < 0)
         return s < 0 ? s : 0;
+    pthread_once(&fork_once, register_fork_handler);
     pthread_mutex_lock(&init_mutex);
     s = init_state;
     if (s == 0 || s == 2) {
         int rc = s == 0 ? first_init() : reinit_after_fork();
-        if (!rc && !handlers_installed) {
-            handlers_installed = true;
+        if (!rc && !exit_handler_installed) {
+            exit_handler_installed = true;
             atexit(on_exit_leave);
-            pthread_atfork(NULL, NULL, on_fork_child);
         }
         s = rc ? rc : 1;
         __atomic_store_n(&init_state, s, __ATOMIC_RELEASE);

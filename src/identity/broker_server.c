@@ -4,17 +4,29 @@
  * The request carries no PID: a caller can only learn its own, so the
  * socket may be world-connectable (docs/broker.md).
  *
- * Resources are bounded because every local process may connect to this
- * privileged daemon: a fixed pool of handler threads, a queue of accepted
- * connections no longer than the pool (beyond that, connections wait in
- * the kernel backlog), one spare fd to shed connections when the fd limit
- * is hit, and a read deadline per connection.
+ * Every local process may connect to this privileged daemon, so nobody may
+ * be able to tie it up. One thread runs an epoll loop over the listener
+ * and every held connection, all non-blocking: a silent or trickling peer
+ * costs a slot in a fixed table and a descriptor, never a thread, and is
+ * closed at its deadline (CS_BROKER_SERVER_DEADLINE_MS from accept, far
+ * under the client's). A connection whose request has already arrived is
+ * answered in the same step as its accept and never held. One uid may
+ * hold at most max_per_uid connections: more are closed at once (counted,
+ * and logged at most once per 10 s). When the table is full the listener
+ * leaves the epoll set and new clients wait in the kernel backlog until a
+ * slot frees, within one deadline. One spare descriptor is given up to
+ * shed a connection if the process hits its fd limit anyway.
  *
  * Ownership: the server owns the listening socket, the directory fd (and
  * the flock on it, which marks this process as the directory's broker),
- * the spare fd, the eventfd, the handler threads and every accepted fd
- * until a handler closes it. The socket path is unlinked at close only if
- * it is still the inode we bound.
+ * the spare fd, the epoll fd and every accepted fd: a connection's fd is
+ * owned by the step that accepted it until it is closed there or stored
+ * in its table slot, then by the slot until drop() closes it. The socket
+ * path is unlinked at close only if it is still the inode we bound.
+ *
+ * Threads: the event loop (run, then close) is the only thread that
+ * touches the table, the slots and the listener. Counters are relaxed
+ * atomics written by the loop, so stats may be read from any thread.
  */
 #define _GNU_SOURCE
 #include "identity/identity.h"
@@ -22,21 +34,21 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
+#include <sys/epoll.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "core/log.h"
 #include "core/path.h"
+#include "identity/broker_conns.h"
 #include "identity/stream.h"
 
 #define SUN_PATH_MAX (sizeof(((struct sockaddr_un *)0)->sun_path))
@@ -47,33 +59,55 @@ static const double latency_bounds_s[CS_BROKER_LATENCY_BUCKETS] = {
 static const uint64_t latency_bounds_ns[CS_BROKER_LATENCY_BUCKETS] = {
     100000, 1000000, 10000000, 100000000, 500000000, 1000000000};
 
-/* Counters are only touched with relaxed atomics: they are statistics. */
+/* Written by the event loop with relaxed atomics, read from any thread:
+ * they are statistics, nothing is synchronised through them. */
 struct counters {
     uint64_t accepted, replies_ok, bad_frames[CS_BROKER_NBAD_FRAMES];
-    uint64_t credential_failures, timeouts, rejected, io_errors;
-    uint64_t active, active_peak;
+    uint64_t credential_failures, timeouts, rejected[CS_BROKER_NREJECTS], io_errors;
+    uint64_t open, open_peak;
     uint64_t latency_le[CS_BROKER_LATENCY_BUCKETS], latency_count, latency_sum_ns;
 };
 
+/* One connection's progress. A slot is free when fd is -1. */
+struct conn {
+    int fd;                             /* see "Ownership" above */
+    bool cred_ok;                       /* SO_PEERCRED gave a pid > 0 */
+    bool replying;                      /* request complete, resp built */
+    bool want_out;                      /* registered for EPOLLOUT */
+    uint8_t nreq, nsent;                /* bytes of req received, of resp sent */
+    uint16_t status;                    /* the reply's status, once replying */
+    uid_t uid;
+    pid_t pid;
+    int64_t t0_ns;                      /* accepted */
+    uint8_t req[CS_HPID_REQUEST_SIZE];
+    uint8_t resp[CS_HPID_RESPONSE_SIZE];
+};
+
+/* Refusals over the per-uid cap: one log line per interval at most. */
+struct refusal_log {
+    int64_t next_ns;                    /* no line before this */
+    uint64_t unreported;                /* refusals since the last line */
+};
+
 struct cs_broker_server {
-    int listen_fd;
+    /* Set by open, immutable afterwards (so stats may read max_*). */
     int dir_fd;                         /* holds the directory flock */
-    int spare_fd;                       /* given up to shed on EMFILE */
-    int wake_fd;                        /* eventfd: a queue slot freed */
+    int ep_fd;                          /* epoll: listener, held connections, stop fd */
     char path[SUN_PATH_MAX];
     dev_t sock_dev;
     ino_t sock_ino;
     char *metrics_path;
-    int read_timeout_ms;
+    int64_t deadline_ns;
+    unsigned max_conns, max_per_uid;    /* as fitted to RLIMIT_NOFILE */
+    bool serving;                       /* open succeeded: write final metrics */
 
-    unsigned nthreads;
-    pthread_t *threads;
-
-    pthread_mutex_t mu;                 /* guards the queue and stopping */
-    pthread_cond_t cv;                  /* work queued, or stopping */
-    int *queue;                         /* accepted fds, owned while queued */
-    unsigned qcap, qhead, qlen;
-    bool stopping;
+    /* Event loop only (run, then close). */
+    int listen_fd;                      /* -1 once close stopped listening */
+    int spare_fd;                       /* given up to shed on EMFILE */
+    bool accepting;                     /* listener is in the epoll set */
+    struct cs__bconns table;            /* which slots are held, deadlines, uid counts */
+    struct conn *conns;                 /* [max_conns], indexed by table slot */
+    struct refusal_log uid_cap_log;
 
     struct counters c;
 };
@@ -220,16 +254,10 @@ static int bind_listen(struct cs_broker_server *s)
     return 0;
 }
 
-/* --- handlers ----------------------------------------------------------- */
+/* --- one connection ------------------------------------------------------ */
 
-/* Exactly len bytes or an error: -ETIMEDOUT, -ENODATA (EOF), -errno. */
-static int read_exact(int fd, uint8_t *buf, size_t len, int64_t deadline_ns)
-{
-    ssize_t got = cs__stream_recv_upto(fd, buf, len, deadline_ns);
-    if (got < 0)
-        return (int)got;
-    return (size_t)got == len ? 0 : -ENODATA;
-}
+/* What a connection waits for next. */
+enum step { STEP_WAIT_IN, STEP_WAIT_OUT, STEP_DONE };
 
 static void count_bad_frame(struct cs_broker_server *s, int status)
 {
@@ -251,115 +279,299 @@ static void observe_latency(struct cs_broker_server *s, int64_t t0)
     __atomic_fetch_add(&s->c.latency_sum_ns, ns, __ATOMIC_RELAXED);
 }
 
-/* One connection: credentials first (the kernel's word, not the client's),
- * then exactly one request, one reply, close. */
-static void serve(struct cs_broker_server *s, int fd)
+/* The request is complete: its status for a bad frame, status 4 if the
+ * credentials failed (pid 0: the peer lives in a namespace we cannot see
+ * into), otherwise OK with the peer's PID. */
+static void build_reply(struct cs_broker_server *s, struct conn *c)
 {
-    int64_t t0 = cs__stream_now_ns();
-    int64_t deadline = t0 + (int64_t)s->read_timeout_ms * 1000000;
-
-    struct ucred cred = {0};
-    socklen_t clen = sizeof cred;
-    bool cred_ok = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) == 0 &&
-                   clen == sizeof cred && cred.pid > 0;
-
-    uint8_t req[CS_HPID_REQUEST_SIZE];
-    int rc = read_exact(fd, req, sizeof req, deadline);
-    if (rc == -ETIMEDOUT) {
-        inc(&s->c.timeouts);
-        return;
-    }
-    if (rc == -ENODATA) {
-        inc(&s->c.bad_frames[CS_BROKER_FRAME_TRUNCATED]);
-        return;
-    }
-    if (rc) {
-        inc(&s->c.io_errors);
-        return;
-    }
-
-    int status = cs__hpid_decode_request(req, sizeof req);
+    int status = cs__hpid_decode_request(c->req, sizeof c->req);
     uint32_t pid = 0;
     if (status != CS_HPID_OK) {
         count_bad_frame(s, status);
-    } else if (!cred_ok) {
-        /* pid 0: the peer lives in a namespace we cannot see into. */
+    } else if (!c->cred_ok) {
         status = CS_HPID_CRED_FAILURE;
         inc(&s->c.credential_failures);
     } else {
-        pid = (uint32_t)cred.pid;
+        pid = (uint32_t)c->pid;
     }
-    uint8_t resp[CS_HPID_RESPONSE_SIZE];
-    cs__hpid_encode_response(resp, (uint16_t)status, pid);
-    rc = cs__stream_send_all(fd, resp, sizeof resp, deadline);
-    if (rc == -ETIMEDOUT)
-        inc(&s->c.timeouts);
-    else if (rc)
-        inc(&s->c.io_errors);
-    else if (status == CS_HPID_OK)
+    c->status = (uint16_t)status;
+    cs__hpid_encode_response(c->resp, c->status, pid);
+    c->replying = true;
+}
+
+static enum step send_reply(struct cs_broker_server *s, struct conn *c)
+{
+    while (c->nsent < sizeof c->resp) {
+        ssize_t n = send(c->fd, c->resp + c->nsent, sizeof c->resp - c->nsent,
+                         MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n > 0) {
+            c->nsent += (uint8_t)n;
+        } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            return STEP_WAIT_OUT;
+        } else if (n == 0 || errno != EINTR) {    /* 0: nothing moved, never again */
+            inc(&s->c.io_errors);
+            return STEP_DONE;
+        }
+    }
+    if (c->status == CS_HPID_OK)
         inc(&s->c.replies_ok);
-    observe_latency(s, t0);
+    observe_latency(s, c->t0_ns);
+    return STEP_DONE;
 }
 
-/* Takes the next queued fd; -1 when stopping and the queue is drained. */
-static int dequeue(struct cs_broker_server *s)
+/* Takes what has arrived, never more than one request: the server closes
+ * after its one reply, whatever else the peer sent. */
+static enum step read_request(struct cs_broker_server *s, struct conn *c)
 {
-    pthread_mutex_lock(&s->mu);
-    while (s->qlen == 0 && !s->stopping)
-        pthread_cond_wait(&s->cv, &s->mu);
-    int fd = -1;
-    bool was_full = s->qlen == s->qcap;
-    if (s->qlen > 0) {
-        fd = s->queue[s->qhead];
-        s->qhead = (s->qhead + 1) % s->qcap;
-        s->qlen--;
+    while (c->nreq < sizeof c->req) {
+        ssize_t n = recv(c->fd, c->req + c->nreq, sizeof c->req - c->nreq, MSG_DONTWAIT);
+        if (n > 0) {
+            c->nreq += (uint8_t)n;
+        } else if (n == 0) {
+            inc(&s->c.bad_frames[CS_BROKER_FRAME_TRUNCATED]);
+            return STEP_DONE;
+        } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+            return STEP_WAIT_IN;
+        } else if (errno != EINTR) {
+            inc(&s->c.io_errors);
+            return STEP_DONE;
+        }
     }
-    pthread_mutex_unlock(&s->mu);
-    if (was_full) {
-        uint64_t one = 1;           /* the accept loop may resume */
-        ssize_t w = write(s->wake_fd, &one, sizeof one);
-        (void)w;
-    }
-    return fd;
+    build_reply(s, c);
+    return send_reply(s, c);
 }
 
-static void *handler_main(void *arg)
+/* Moves a connection as far as its peer allows without waiting. */
+static enum step conn_step(struct cs_broker_server *s, struct conn *c)
 {
-    struct cs_broker_server *s = arg;
-    int fd;
-    while ((fd = dequeue(s)) >= 0) {
-        uint64_t now = __atomic_add_fetch(&s->c.active, 1, __ATOMIC_RELAXED);
-        uint64_t peak = load(&s->c.active_peak);
-        while (now > peak &&
-               !__atomic_compare_exchange_n(&s->c.active_peak, &peak, now, true,
-                                            __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-            ;
-        serve(s, fd);
+    return c->replying ? send_reply(s, c) : read_request(s, c);
+}
+
+/* --- held connections ------------------------------------------------------ */
+
+#define TOKEN_STOP UINT64_MAX           /* epoll data of the caller's stop fd */
+#define TOKEN_LISTEN (UINT64_MAX - 1)   /* of the listener; else a slot index */
+#define NS_PER_S 1000000000LL
+#define REFUSAL_LOG_INTERVAL_NS (10 * NS_PER_S)
+
+static void set_open(struct cs_broker_server *s)
+{
+    uint64_t n = s->table.used;
+    __atomic_store_n(&s->c.open, n, __ATOMIC_RELAXED);
+    if (n > load(&s->c.open_peak))      /* the loop is the only writer */
+        __atomic_store_n(&s->c.open_peak, n, __ATOMIC_RELAXED);
+}
+
+/* The listener is in the epoll set exactly while a slot is free: a full
+ * table leaves new clients in the kernel backlog, where they wait for the
+ * next slot (at most one deadline away) instead of being refused. */
+static void update_accepting(struct cs_broker_server *s)
+{
+    bool want = s->listen_fd >= 0 && !cs__bconns_full(&s->table);
+    if (want == s->accepting)
+        return;
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = TOKEN_LISTEN};
+    if (epoll_ctl(s->ep_fd, want ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, s->listen_fd, &ev) == 0)
+        s->accepting = want;
+    else
+        cs_warn_capped(3, "broker", "epoll_ctl on the listener: %s", strerror(errno));
+}
+
+/* Closes slot i's connection and frees the slot. Deregistered first: close
+ * alone leaves the registration alive while a forked child of an
+ * in-process broker still holds a copy of the fd, and its level-triggered
+ * EOF would then be reported forever. */
+static void drop(struct cs_broker_server *s, uint32_t i)
+{
+    epoll_ctl(s->ep_fd, EPOLL_CTL_DEL, s->conns[i].fd, NULL);
+    close(s->conns[i].fd);
+    s->conns[i].fd = -1;
+    cs__bconns_release(&s->table, i);
+    set_open(s);
+    update_accepting(s);
+}
+
+/* A slowloris makes thousands of these a second: one line per interval,
+ * with how many there were; the metric counts every one. */
+static void refuse_uid_cap(struct cs_broker_server *s, uid_t uid)
+{
+    inc(&s->c.rejected[CS_BROKER_REJECT_UID_CAP]);
+    struct refusal_log *l = &s->uid_cap_log;
+    l->unreported++;
+    int64_t now = cs__stream_now_ns();
+    if (now < l->next_ns)
+        return;
+    cs_warn("broker",
+            "per-uid cap: uid %u already holds %u connections; closed %llu new one(s) at once "
+            "since the last report (every one is counted in "
+            "cushare_broker_rejected_total{reason=\"uid_cap\"})",
+            (unsigned)uid, s->max_per_uid, (unsigned long long)l->unreported);
+    l->unreported = 0;
+    l->next_ns = now + REFUSAL_LOG_INTERVAL_NS;
+}
+
+/* Keeps a connection that must wait for its peer: a slot (refused at once
+ * if its uid is at the cap), the deadline, the epoll set. Takes ownership
+ * of c->fd. */
+static void hold(struct cs_broker_server *s, const struct conn *c, enum step st)
+{
+    int i = cs__bconns_admit(&s->table, c->uid, c->t0_ns + s->deadline_ns);
+    if (i < 0) {
+        close(c->fd);
+        if (i == -EUSERS)
+            refuse_uid_cap(s, c->uid);
+        else
+            inc(&s->c.io_errors);       /* -ENFILE: cannot happen, see accept_ready */
+        return;
+    }
+    struct conn *slot = &s->conns[i];
+    *slot = *c;
+    slot->want_out = st == STEP_WAIT_OUT;
+    struct epoll_event ev = {.events = slot->want_out ? EPOLLOUT : EPOLLIN,
+                             .data.u64 = (uint64_t)i};
+    if (epoll_ctl(s->ep_fd, EPOLL_CTL_ADD, slot->fd, &ev) != 0) {
+        inc(&s->c.io_errors);
+        drop(s, (uint32_t)i);
+        return;
+    }
+    set_open(s);
+}
+
+/* A connection just accepted: credentials first (the kernel's word, not the
+ * client's), then whatever of the request has arrived. Clients send it
+ * right after connecting, so most are answered here and never held. A
+ * peer whose credentials cannot be read shares the uid (uid_t)-1, capped
+ * like any other. Takes ownership of fd. */
+static void start_conn(struct cs_broker_server *s, int fd)
+{
+    struct conn c = {.fd = fd, .uid = (uid_t)-1, .t0_ns = cs__stream_now_ns()};
+    struct ucred cred;
+    socklen_t len = sizeof cred;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && len == sizeof cred) {
+        c.uid = cred.uid;
+        c.pid = cred.pid;
+        c.cred_ok = cred.pid > 0;
+    }
+    enum step st = conn_step(s, &c);
+    if (st == STEP_DONE)
         close(fd);
-        __atomic_sub_fetch(&s->c.active, 1, __ATOMIC_RELAXED);
-    }
-    return NULL;
+    else
+        hold(s, &c, st);
 }
 
-static bool queue_full(struct cs_broker_server *s)
+/* The peer of slot i moved (or hung up). Events of a slot dropped earlier
+ * in the same epoll batch may arrive for its next tenant: stepping that one
+ * is harmless, it only does non-blocking I/O. */
+static void on_ready(struct cs_broker_server *s, uint64_t token)
 {
-    pthread_mutex_lock(&s->mu);
-    bool full = s->qlen == s->qcap;
-    pthread_mutex_unlock(&s->mu);
-    return full;
+    if (token >= s->max_conns || s->conns[token].fd < 0)
+        return;
+    uint32_t i = (uint32_t)token;
+    struct conn *c = &s->conns[i];
+    enum step st = conn_step(s, c);
+    if (st == STEP_DONE) {
+        drop(s, i);
+        return;
+    }
+    if (st == STEP_WAIT_OUT && !c->want_out) {
+        struct epoll_event ev = {.events = EPOLLOUT, .data.u64 = i};
+        if (epoll_ctl(s->ep_fd, EPOLL_CTL_MOD, c->fd, &ev) != 0) {
+            inc(&s->c.io_errors);
+            drop(s, i);
+            return;
+        }
+        c->want_out = true;
+    }
 }
 
-static bool enqueue(struct cs_broker_server *s, int fd)
+/* Closes every held connection whose deadline has passed; the list is in
+ * deadline order, so only its head is ever looked at. */
+static void expire(struct cs_broker_server *s, int64_t now)
 {
-    pthread_mutex_lock(&s->mu);
-    bool ok = s->qlen < s->qcap;
-    if (ok) {
-        s->queue[(s->qhead + s->qlen) % s->qcap] = fd;
-        s->qlen++;
-        pthread_cond_signal(&s->cv);
+    uint32_t i;
+    while ((i = cs__bconns_oldest(&s->table)) != CS_BCONNS_NONE &&
+           s->table.node[i].deadline_ns <= now) {
+        inc(&s->c.timeouts);
+        drop(s, i);
     }
-    pthread_mutex_unlock(&s->mu);
-    return ok;
+}
+
+/* --- accepting ------------------------------------------------------------- */
+
+/* At the fd limit the pending connection would keep the listener readable
+ * forever: give up the spare fd, accept, close, take the spare back. */
+static void shed_one(struct cs_broker_server *s)
+{
+    if (s->spare_fd >= 0) {
+        close(s->spare_fd);
+        s->spare_fd = -1;
+    }
+    int fd = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+    if (fd >= 0) {
+        close(fd);
+        inc(&s->c.rejected[CS_BROKER_REJECT_FD_LIMIT]);
+    }
+    s->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    cs_warn_capped(3, "broker", "out of file descriptors: connection rejected");
+}
+
+/* A bounded batch, then held connections and deadlines get their turn;
+ * the listener is level-triggered, so the rest is reported again. Stops
+ * while the table is full, so admission never finds it full. */
+#define ACCEPT_BATCH 256
+
+static void accept_ready(struct cs_broker_server *s)
+{
+    for (int n = 0; n < ACCEPT_BATCH && !cs__bconns_full(&s->table); n++) {
+        int fd = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED)
+                continue;
+            if (errno == EMFILE || errno == ENFILE)
+                shed_one(s);
+            else if (errno != EAGAIN && errno != EWOULDBLOCK)
+                cs_warn_capped(3, "broker", "accept: %s", strerror(errno));
+            break;
+        }
+        inc(&s->c.accepted);
+        start_conn(s, fd);
+    }
+    update_accepting(s);
+}
+
+/* --- the loop ---------------------------------------------------------------- */
+
+/* Milliseconds until `until` or the oldest deadline, whichever is first,
+ * rounded up so that we wake after a deadline, not just before it. */
+static int wait_ms(const struct cs_broker_server *s, int64_t until)
+{
+    uint32_t i = cs__bconns_oldest(&s->table);
+    if (i != CS_BCONNS_NONE && s->table.node[i].deadline_ns < until)
+        until = s->table.node[i].deadline_ns;
+    if (until == INT64_MAX)
+        return -1;
+    int64_t left = until - cs__stream_now_ns();
+    return left <= 0 ? 0 : (int)((left + 999999) / 1000000);
+}
+
+/* One round: wait for events (or the next deadline, or until), handle
+ * them, expire. 1 when the stop fd fired, 0, or -errno. */
+static int turn(struct cs_broker_server *s, int64_t until)
+{
+    struct epoll_event ev[64];
+    int n = epoll_wait(s->ep_fd, ev, 64, wait_ms(s, until));
+    if (n < 0)
+        return errno == EINTR ? 0 : -errno;
+    for (int k = 0; k < n; k++) {
+        if (ev[k].data.u64 == TOKEN_STOP)
+            return 1;
+        if (ev[k].data.u64 == TOKEN_LISTEN)
+            accept_ready(s);
+        else
+            on_ready(s, ev[k].data.u64);
+    }
+    expire(s, cs__stream_now_ns());
+    return 0;
 }
 
 /* --- metrics ------------------------------------------------------------ */
@@ -373,11 +585,13 @@ void cs__broker_server_stats(const struct cs_broker_server *s, struct cs_broker_
         o->bad_frames[i] = load(&s->c.bad_frames[i]);
     o->credential_failures = load(&s->c.credential_failures);
     o->timeouts = load(&s->c.timeouts);
-    o->rejected = load(&s->c.rejected);
+    for (int i = 0; i < CS_BROKER_NREJECTS; i++)
+        o->rejected[i] = load(&s->c.rejected[i]);
     o->io_errors = load(&s->c.io_errors);
-    o->active = load(&s->c.active);
-    o->active_peak = load(&s->c.active_peak);
-    o->handlers = s->nthreads;
+    o->open = load(&s->c.open);
+    o->open_peak = load(&s->c.open_peak);
+    o->max_conns = s->max_conns;
+    o->max_per_uid = s->max_per_uid;
     for (int i = 0; i < CS_BROKER_LATENCY_BUCKETS; i++)
         o->latency_le[i] = load(&s->c.latency_le[i]);
     o->latency_count = load(&s->c.latency_count);
@@ -430,6 +644,11 @@ int cs__broker_server_format_metrics(const struct cs_broker_server *s, char *buf
         CS_BROKER_BAD_FRAMES(CS_X_LABEL)
 #undef CS_X_LABEL
     };
+    static const char *const reject_labels[] = {
+#define CS_X_LABEL(id, label) label,
+        CS_BROKER_REJECTS(CS_X_LABEL)
+#undef CS_X_LABEL
+    };
     put(&o, "# HELP cushare_broker_bad_frames_total Requests refused, by reason.\n"
             "# TYPE cushare_broker_bad_frames_total counter\n");
     for (int i = 0; i < CS_BROKER_NBAD_FRAMES; i++)
@@ -439,17 +658,21 @@ int cs__broker_server_format_metrics(const struct cs_broker_server *s, char *buf
                 "Peers whose SO_PEERCRED gave no PID.", st.credential_failures);
     put_counter(&o, "cushare_broker_timeouts_total", "Connections past their deadline.",
                 st.timeouts);
-    put_counter(&o, "cushare_broker_rejected_total", "Connections closed unserved (fd limit).",
-                st.rejected);
+    put(&o, "# HELP cushare_broker_rejected_total Connections closed at once, unserved.\n"
+            "# TYPE cushare_broker_rejected_total counter\n");
+    for (int i = 0; i < CS_BROKER_NREJECTS; i++)
+        put(&o, "cushare_broker_rejected_total{reason=\"%s\"} %llu\n", reject_labels[i],
+            (unsigned long long)st.rejected[i]);
     put_counter(&o, "cushare_broker_io_errors_total", "Connections lost to socket errors.",
                 st.io_errors);
-    put_gauge(&o, "cushare_broker_handlers_active", "Handlers serving a connection now.",
-              st.active);
-    put_gauge(&o, "cushare_broker_handlers_active_peak", "Most handlers busy at once.",
-              st.active_peak);
-    put_gauge(&o, "cushare_broker_handlers_max", "Handler threads (the concurrency bound).",
-              st.handlers);
-    put(&o, "# HELP cushare_broker_request_duration_seconds Time from handler start to reply.\n"
+    put_gauge(&o, "cushare_broker_connections_open", "Connections held now.", st.open);
+    put_gauge(&o, "cushare_broker_connections_open_peak", "Most connections held at once.",
+              st.open_peak);
+    put_gauge(&o, "cushare_broker_connections_max", "Connections held at most (the bound).",
+              st.max_conns);
+    put_gauge(&o, "cushare_broker_connections_per_uid_max",
+              "Connections one uid may hold; more are closed at once.", st.max_per_uid);
+    put(&o, "# HELP cushare_broker_request_duration_seconds Time from accept to reply.\n"
             "# TYPE cushare_broker_request_duration_seconds histogram\n");
     for (int i = 0; i < CS_BROKER_LATENCY_BUCKETS; i++)
         put(&o, "cushare_broker_request_duration_seconds_bucket{le=\"%g\"} %llu\n",
@@ -490,107 +713,47 @@ static int write_metrics(const struct cs_broker_server *s)
     return rc;
 }
 
-/* --- accept loop -------------------------------------------------------- */
-
-/* At the fd limit the pending connection would keep the listener readable
- * forever: give up the spare fd, accept, close, take the spare back. */
-static void shed_one(struct cs_broker_server *s)
-{
-    if (s->spare_fd >= 0) {
-        close(s->spare_fd);
-        s->spare_fd = -1;
-    }
-    int fd = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC);
-    if (fd >= 0) {
-        close(fd);
-        inc(&s->c.rejected);
-    }
-    s->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    cs_warn_capped(3, "broker", "out of file descriptors: connection rejected");
-}
-
-static void accept_ready(struct cs_broker_server *s)
-{
-    while (!queue_full(s)) {
-        int fd = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-        if (fd < 0) {
-            if (errno == EINTR || errno == ECONNABORTED)
-                continue;
-            if (errno == EMFILE || errno == ENFILE)
-                shed_one(s);
-            else if (errno != EAGAIN && errno != EWOULDBLOCK)
-                cs_warn_capped(3, "broker", "accept: %s", strerror(errno));
-            return;
-        }
-        inc(&s->c.accepted);
-        if (!enqueue(s, fd)) {          /* cannot happen: only we enqueue */
-            close(fd);
-            inc(&s->c.rejected);
-        }
-    }
-}
+/* --- run and lifecycle ------------------------------------------------------- */
 
 int cs__broker_server_run(struct cs_broker_server *s, int stop_fd)
 {
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = TOKEN_STOP};
+    if (epoll_ctl(s->ep_fd, EPOLL_CTL_ADD, stop_fd, &ev) != 0)
+        return -errno;
+    int rc = 0;
     int64_t next_metrics = cs__stream_now_ns();
-    for (;;) {
+    while (rc == 0) {
         int64_t now = cs__stream_now_ns();
         if (now >= next_metrics) {
             write_metrics(s);
-            next_metrics = now + 1000000000;
+            next_metrics = now + NS_PER_S;
         }
-        struct pollfd p[3] = {
-            {.fd = stop_fd, .events = POLLIN},
-            {.fd = s->wake_fd, .events = POLLIN},
-            {.fd = queue_full(s) ? -1 : s->listen_fd, .events = POLLIN},
-        };
-        int timeout = (int)((next_metrics - now + 999999) / 1000000);
-        int n = poll(p, 3, timeout);
-        if (n < 0 && errno != EINTR)
-            return -errno;
-        if (n <= 0)
-            continue;
-        if (p[0].revents)
-            return 0;
-        if (p[1].revents) {
-            uint64_t v;
-            ssize_t r = read(s->wake_fd, &v, sizeof v);
-            (void)r;
-        }
-        if (p[2].revents)
-            accept_ready(s);
+        rc = turn(s, next_metrics);
     }
+    epoll_ctl(s->ep_fd, EPOLL_CTL_DEL, stop_fd, NULL);   /* the caller's fd */
+    return rc > 0 ? 0 : rc;
 }
 
-/* --- lifecycle ---------------------------------------------------------- */
-
-static int start_handlers(struct cs_broker_server *s)
+/* Serves what is already held, accepting nothing: each held connection
+ * finishes or meets its deadline, so this ends within one deadline. If
+ * epoll fails, whatever is left is closed unserved. */
+static void drain(struct cs_broker_server *s)
 {
-    s->threads = calloc(s->nthreads, sizeof *s->threads);
-    s->queue = calloc(s->qcap, sizeof *s->queue);
-    if (!s->threads || !s->queue)
-        return -ENOMEM;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setstacksize(&attr, 64 * 1024);   /* handlers are tiny */
-    for (unsigned i = 0; i < s->nthreads; i++) {
-        int rc = pthread_create(&s->threads[i], &attr, handler_main, s);
-        if (rc) {
-            pthread_attr_destroy(&attr);
-            s->nthreads = i;            /* close joins those started */
-            return -rc;
-        }
-    }
-    pthread_attr_destroy(&attr);
-    return 0;
+    while (s->table.used > 0 && turn(s, INT64_MAX) == 0)
+        ;
+    for (uint32_t i = 0; s->conns && i < s->max_conns; i++)
+        if (s->conns[i].fd >= 0)
+            drop(s, i);
 }
 
 static int validate_config(const struct cs_broker_server_config *cfg, const char **path,
-                           unsigned *handlers)
+                           unsigned *max_conns, unsigned *per_uid)
 {
     *path = cfg && cfg->socket_path ? cfg->socket_path : CS_BROKER_SOCKET_PATH;
-    *handlers = cfg && cfg->max_handlers ? cfg->max_handlers : CS_BROKER_DEFAULT_HANDLERS;
-    if ((*path)[0] != '/' || *handlers > CS_BROKER_MAX_HANDLERS)
+    *max_conns = cfg && cfg->max_conns ? cfg->max_conns : CS_BROKER_DEFAULT_CONNS;
+    unsigned share = *max_conns / CS_BROKER_PER_UID_SHARE;
+    *per_uid = cfg && cfg->max_per_uid ? cfg->max_per_uid : share ? share : 1;
+    if ((*path)[0] != '/' || *max_conns > CS_BROKER_MAX_CONNS || *per_uid > *max_conns)
         return -EINVAL;
     if (strlen(*path) >= SUN_PATH_MAX)
         return -ENAMETOOLONG;
@@ -598,19 +761,18 @@ static int validate_config(const struct cs_broker_server_config *cfg, const char
 }
 
 static struct cs_broker_server *alloc_server(const struct cs_broker_server_config *cfg,
-                                             const char *path, unsigned handlers)
+                                             const char *path, unsigned max_conns,
+                                             unsigned per_uid)
 {
     struct cs_broker_server *s = calloc(1, sizeof *s);
     if (!s)
         return NULL;
-    s->listen_fd = s->dir_fd = s->spare_fd = s->wake_fd = -1;
+    s->listen_fd = s->dir_fd = s->spare_fd = s->ep_fd = -1;
     snprintf(s->path, sizeof s->path, "%s", path);
-    s->read_timeout_ms = cfg && cfg->read_timeout_ms > 0 ? cfg->read_timeout_ms
-                                                         : CS_BROKER_TIMEOUT_MS;
-    s->nthreads = handlers;
-    s->qcap = handlers;
-    pthread_mutex_init(&s->mu, NULL);
-    pthread_cond_init(&s->cv, NULL);
+    int ms = cfg && cfg->deadline_ms > 0 ? cfg->deadline_ms : CS_BROKER_SERVER_DEADLINE_MS;
+    s->deadline_ns = (int64_t)ms * 1000000;
+    s->max_conns = max_conns;
+    s->max_per_uid = per_uid;
     if (cfg && cfg->metrics_path && !(s->metrics_path = strdup(cfg->metrics_path))) {
         free(s);
         return NULL;
@@ -633,20 +795,56 @@ static int lock_dir(struct cs_broker_server *s, const char *dir)
     return 0;
 }
 
+/* Holding more connections than RLIMIT_NOFILE allows would only trade the
+ * table's bound for EMFILE: shrink the table to fit, and say so. The cap
+ * shrinks in proportion, or one uid could fill the smaller table. */
+static void fit_fd_limit(struct cs_broker_server *s)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY ||
+        rl.rlim_cur >= (rlim_t)s->max_conns + CS_BROKER_RESERVED_FDS)
+        return;
+    unsigned fit = rl.rlim_cur > CS_BROKER_RESERVED_FDS + 1
+                       ? (unsigned)rl.rlim_cur - CS_BROKER_RESERVED_FDS
+                       : 1;
+    unsigned per_uid = (unsigned)((uint64_t)s->max_per_uid * fit / s->max_conns);
+    per_uid = per_uid ? per_uid : 1;
+    cs_warn("broker", "RLIMIT_NOFILE is %llu: holding at most %u connections, %u per uid, "
+            "not %u and %u (raise the limit to %u)", (unsigned long long)rl.rlim_cur, fit,
+            per_uid, s->max_conns, s->max_per_uid, s->max_conns + CS_BROKER_RESERVED_FDS);
+    s->max_conns = fit;
+    s->max_per_uid = per_uid;
+}
+
+/* The connection table and the slots, once the final size is known. */
+static int make_table(struct cs_broker_server *s)
+{
+    fit_fd_limit(s);
+    int rc = cs__bconns_init(&s->table, s->max_conns, s->max_per_uid);
+    if (rc)
+        return rc;
+    s->conns = calloc(s->max_conns, sizeof *s->conns);
+    if (!s->conns)
+        return -ENOMEM;
+    for (unsigned i = 0; i < s->max_conns; i++)
+        s->conns[i].fd = -1;
+    return 0;
+}
+
 int cs__broker_server_open(const struct cs_broker_server_config *cfg,
                            struct cs_broker_server **out)
 {
     const char *path;
-    unsigned handlers;
+    unsigned max_conns, per_uid;
     char dir[SUN_PATH_MAX];
     if (!out)
         return -EINVAL;
-    int rc = validate_config(cfg, &path, &handlers);
+    int rc = validate_config(cfg, &path, &max_conns, &per_uid);
     if (!rc)
         rc = split_dir(path, dir, sizeof dir);
     if (rc)
         return rc;
-    struct cs_broker_server *s = alloc_server(cfg, path, handlers);
+    struct cs_broker_server *s = alloc_server(cfg, path, max_conns, per_uid);
     if (!s)
         return -ENOMEM;
 
@@ -655,17 +853,22 @@ int cs__broker_server_open(const struct cs_broker_server_config *cfg,
         rc = remove_stale(s->path);
     if (!rc)
         rc = bind_listen(s);
-    if (!rc && (s->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0)
+    if (!rc && (s->ep_fd = epoll_create1(EPOLL_CLOEXEC)) < 0)
         rc = -errno;
     if (!rc)
         s->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (!rc)
-        rc = start_handlers(s);
+        rc = make_table(s);
+    if (!rc) {
+        update_accepting(s);
+        rc = s->accepting ? 0 : -ENOMEM;
+    }
     if (rc) {
         cs_err("broker", "cannot serve %s: %s", s->path, strerror(-rc));
         cs__broker_server_close(s);
         return rc;
     }
+    s->serving = true;
     *out = s;
     return 0;
 }
@@ -690,26 +893,22 @@ void cs__broker_server_close(struct cs_broker_server *s)
     /* Clients arriving from now on get ENOENT and fall back at once. */
     if (s->listen_fd >= 0) {
         unlink_if_ours(s);
-        close(s->listen_fd);
+        close(s->listen_fd);            /* also leaves the epoll set */
+        s->listen_fd = -1;
+        s->accepting = false;
     }
-    pthread_mutex_lock(&s->mu);
-    s->stopping = true;
-    pthread_cond_broadcast(&s->cv);
-    pthread_mutex_unlock(&s->mu);
-    for (unsigned i = 0; i < s->nthreads && s->threads; i++)
-        pthread_join(s->threads[i], NULL);
-    if (s->listen_fd >= 0)
+    if (s->ep_fd >= 0)
+        drain(s);
+    if (s->serving)
         write_metrics(s);               /* the final numbers of a real run */
-    if (s->wake_fd >= 0)
-        close(s->wake_fd);
+    if (s->ep_fd >= 0)
+        close(s->ep_fd);
     if (s->spare_fd >= 0)
         close(s->spare_fd);
     if (s->dir_fd >= 0)
         close(s->dir_fd);               /* drops the directory flock */
-    pthread_cond_destroy(&s->cv);
-    pthread_mutex_destroy(&s->mu);
-    free(s->threads);
-    free(s->queue);
+    cs__bconns_fini(&s->table);
+    free(s->conns);
     free(s->metrics_path);
     free(s);
 }

@@ -155,15 +155,34 @@ const char *cs__broker_reason(int err);
 /* Broker server (the `cushare broker` daemon; docs/broker.md)               */
 /* ------------------------------------------------------------------------ */
 
-#define CS_BROKER_DEFAULT_HANDLERS 64u
-#define CS_BROKER_MAX_HANDLERS 1024u
+/* One thread multiplexes every connection (docs/broker.md, "Serving"), so
+ * a silent client costs a table slot and a descriptor, never a thread. */
+#define CS_BROKER_DEFAULT_CONNS 4096    /* connections held at once */
+#define CS_BROKER_MAX_CONNS 65536
+/* By default one uid may hold 1/16 of the table (256 of 4096): it takes
+ * sixteen uids at their cap to fill it. */
+#define CS_BROKER_PER_UID_SHARE 16
+#define CS_BROKER_DEFAULT_PER_UID 256
+_Static_assert(CS_BROKER_DEFAULT_PER_UID * CS_BROKER_PER_UID_SHARE == CS_BROKER_DEFAULT_CONNS,
+               "the default cap is the default table's share");
 #define CS_BROKER_BACKLOG 4096          /* kernel clamps to somaxconn */
+/* Descriptors the daemon needs besides its held connections: stdio, the
+ * listener, the directory, epoll, the spare, the metrics file being
+ * rewritten, the caller's own. RLIMIT_NOFILE must fit the table plus these. */
+#define CS_BROKER_RESERVED_FDS 32
+/* From accept to the whole reply written. Far under the client's
+ * CS_BROKER_TIMEOUT_MS: a silent peer is gone long before anybody queued
+ * behind it could give up. */
+#define CS_BROKER_SERVER_DEADLINE_MS 100
+_Static_assert(5 * CS_BROKER_SERVER_DEADLINE_MS <= CS_BROKER_TIMEOUT_MS,
+               "the server's deadline must stay well under the client's");
 
 struct cs_broker_server_config {
     const char *socket_path;        /* NULL: CS_BROKER_SOCKET_PATH */
     const char *metrics_path;       /* NULL: no metrics file */
-    unsigned max_handlers;          /* 0: default; 1..CS_BROKER_MAX_HANDLERS */
-    int read_timeout_ms;            /* <= 0: CS_BROKER_TIMEOUT_MS */
+    unsigned max_conns;             /* 0: default; 1..CS_BROKER_MAX_CONNS */
+    unsigned max_per_uid;           /* 0: max_conns / CS_BROKER_PER_UID_SHARE (>= 1); 1..max_conns */
+    int deadline_ms;                /* <= 0: CS_BROKER_SERVER_DEADLINE_MS */
 };
 
 /* Why a connection got no OK reply: finite, used as metric labels. */
@@ -180,6 +199,18 @@ enum cs_broker_bad_frame {
     CS_BROKER_NBAD_FRAMES
 };
 
+/* Why a connection was closed at once, unserved: finite metric labels. */
+#define CS_BROKER_REJECTS(X)                                               \
+    X(UID_CAP, "uid_cap")   /* its uid already held max_per_uid connections */ \
+    X(FD_LIMIT, "fd_limit") /* the process was out of file descriptors */
+
+enum cs_broker_reject {
+#define CS_X_ENUM(id, label) CS_BROKER_REJECT_##id,
+    CS_BROKER_REJECTS(CS_X_ENUM)
+#undef CS_X_ENUM
+    CS_BROKER_NREJECTS
+};
+
 #define CS_BROKER_LATENCY_BUCKETS 6     /* seconds: see docs/broker.md */
 
 /* A snapshot of the server's counters (all monotonic except the gauges). */
@@ -188,12 +219,13 @@ struct cs_broker_stats {
     uint64_t replies_ok;            /* full OK frames written */
     uint64_t bad_frames[CS_BROKER_NBAD_FRAMES];
     uint64_t credential_failures;   /* SO_PEERCRED failed or pid 0 */
-    uint64_t timeouts;              /* request not complete in time */
-    uint64_t rejected;              /* closed unserved (fd or memory limit) */
-    uint64_t io_errors;             /* recv/send errors, short replies */
-    uint64_t active;                /* gauge: handlers serving now */
-    uint64_t active_peak;           /* gauge: highest active seen */
-    uint64_t handlers;              /* gauge: handler threads (the bound) */
+    uint64_t timeouts;              /* request or reply not done by the deadline */
+    uint64_t rejected[CS_BROKER_NREJECTS]; /* closed at once, unserved */
+    uint64_t io_errors;             /* recv/send errors */
+    uint64_t open;                  /* gauge: connections held now */
+    uint64_t open_peak;             /* gauge: most held at once */
+    uint64_t max_conns;             /* gauge: the table's size (the bound) */
+    uint64_t max_per_uid;           /* gauge: the per-uid cap */
     uint64_t latency_le[CS_BROKER_LATENCY_BUCKETS]; /* cumulative buckets */
     uint64_t latency_count;
     uint64_t latency_sum_ns;
@@ -207,14 +239,17 @@ struct cs_broker_server;
  * directory (a second broker on the same directory fails with -EBUSY), the
  * stale socket removed (only a socket owned by uid 0 or us; a symlink or
  * any other file is -EEXIST), bind, chmod 0666, listen(CS_BROKER_BACKLOG),
- * and the handler threads. When it returns 0 the broker is ready: clients
- * connecting now queue in the backlog until cs__broker_server_run. */
+ * and the connection table. max_conns is lowered (with a warning) to what
+ * RLIMIT_NOFILE leaves room for, and max_per_uid in proportion. When it returns 0 the broker is ready:
+ * clients connecting now queue in the backlog until cs__broker_server_run.
+ * -EINVAL for max_conns or max_per_uid out of range. */
 int cs__broker_server_open(const struct cs_broker_server_config *cfg,
                            struct cs_broker_server **out);
 
-/* The accept loop: hands connections to the bounded handler pool, writes
- * the metrics file every second, returns 0 once stop_fd becomes readable
- * (the caller's self-pipe; it is polled, never read). */
+/* The event loop, on the calling thread: accepts, reads requests, replies,
+ * closes connections past their deadline, writes the metrics file every
+ * second; returns 0 once stop_fd becomes readable (the caller's self-pipe;
+ * it is polled, never read), or -errno if waiting fails. */
 int cs__broker_server_run(struct cs_broker_server *s, int stop_fd);
 
 /* Counters, safe to call from any thread while the server runs. */
@@ -228,8 +263,9 @@ int cs__broker_server_format_metrics(const struct cs_broker_server *s, char *buf
 const char *cs__broker_server_path(const struct cs_broker_server *s);
 
 /* Stops listening, unlinks the socket (only if it is still the one we
- * bound), lets the handlers finish their connections, joins them, writes
- * the metrics file a last time, drops the directory lock, frees s. */
+ * bound), serves the connections already held until they finish or reach
+ * their deadline, writes the metrics file a last time, drops the directory
+ * lock, frees s. Call it after cs__broker_server_run returned. */
 void cs__broker_server_close(struct cs_broker_server *s);
 
 /* ------------------------------------------------------------------------ */

@@ -32,6 +32,8 @@ static int check_args(const struct cs_ledger *l, int dev, int cat)
         return -ENOTCONN; /* not claimed: a charge nobody could ever reap */
     if (l->owner_pid != getpid())
         return -ECHILD; /* the slot is a fork parent's */
+    if (!cs__ledger_usable(l))
+        return -ENOTRECOVERABLE; /* damaged in use: said once by guard.c */
     return 0;
 }
 
@@ -78,12 +80,18 @@ int cs__ledger_reserve(struct cs_ledger *l, int dev, enum cs_mem_category cat, u
         cs__ledger_reap(l);
         r = charge(l, dev, (int)cat, bytes);
     }
+    /* Truncated or overwritten meanwhile: whatever the charge did, it did
+     * to counters that no longer exist, so nothing is admitted. */
+    if (!cs__ledger_usable(l))
+        return -ENOTRECOVERABLE;
     return r;
 }
 
 void cs__ledger_release(struct cs_ledger *l, int dev, enum cs_mem_category cat, uint64_t bytes)
 {
     int r = check_args(l, dev, (int)cat);
+    if (r == -ENOTRECOVERABLE)
+        return; /* nothing left to give back to */
     if (r) {
         cs_warn_capped(8, SUBSYS, "ledger %s: release of %" PRIu64 " bytes on device %d "
                        "ignored: %s", l->path, bytes, dev,
@@ -94,6 +102,8 @@ void cs__ledger_release(struct cs_ledger *l, int dev, enum cs_mem_category cat, 
         return;
     uint64_t agg;
     uint64_t took = cs__ledger_return(l, cs__ledger_my_slot(l), dev, (int)cat, bytes, &agg);
+    if (!cs__ledger_usable(l))
+        return; /* lost under us: the slot we read is the private copy */
     if (took < bytes)
         cs_warn_capped(8, SUBSYS, "ledger %s: release of %" PRIu64 " bytes on device %d (%s) "
                        "exceeds the %" PRIu64 " charged to this process; clamped", l->path,
@@ -107,6 +117,7 @@ uint64_t cs__ledger_used(const struct cs_ledger *l, int dev)
 {
     if (!l->hdr || dev < 0 || dev >= CS_MAX_DEVICES)
         return 0;
+    cs__ledger_usable(l); /* a header overwritten in place reads as the private copy */
     return __atomic_load_n(&l->hdr->dev[dev].used, __ATOMIC_RELAXED);
 }
 
@@ -141,5 +152,6 @@ uint64_t cs__ledger_limit(const struct cs_ledger *l, int dev)
 {
     if (!l->hdr || dev < 0 || dev >= CS_MAX_DEVICES)
         return 0;
+    cs__ledger_usable(l); /* a zeroed header must not read as "no limit" */
     return __atomic_load_n(&l->hdr->limit[dev], __ATOMIC_RELAXED);
 }

@@ -21,6 +21,8 @@ int cs__ledger_set_device_info(struct cs_ledger *l, int dev, const uint8_t uuid[
         return -EBADF;
     if (dev < 0 || dev >= CS_MAX_DEVICES)
         return -EINVAL;
+    if (!cs__ledger_usable(l))
+        return -ENOTRECOVERABLE;
     struct cs_ledger_header *h = l->hdr;
     if (physical_total)
         __atomic_store_n(&h->physical_total[dev], physical_total, __ATOMIC_RELAXED);
@@ -52,6 +54,8 @@ int cs__ledger_set_identity(struct cs_ledger *l, int32_t host_pid, uint32_t tier
     struct cs_ledger_slot *s = cs__ledger_my_slot(l);
     if (!s || l->owner_pid != getpid())
         return -ENOTCONN;
+    if (!cs__ledger_usable(l))
+        return -ENOTRECOVERABLE;
     __atomic_store_n(&s->host_pid, host_pid, __ATOMIC_RELAXED);
     __atomic_store_n(&s->identity_reason, reason, __ATOMIC_RELAXED);
     __atomic_store_n(&s->identity_tier, tier, __ATOMIC_RELEASE);

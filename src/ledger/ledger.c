@@ -14,7 +14,14 @@
  *
  * A file that is not ours (foreign, truncated, another layout version) is
  * refused with -EPROTO and one message naming the file and the fix; it is
- * never written to, extended or truncated.
+ * never written to, extended or truncated. A tenant also refuses a file
+ * somebody else could have prepared or could change under it: a symlink
+ * (-ELOOP), another user's file or one others can write (-EPERM), unless
+ * CUSHARE_LEDGER_TRUST=directory says the directory is the tenant's own
+ * (docs/ledger.md, "Ownership").
+ *
+ * Every mapping is registered with the SIGBUS guard (guard.c), so a file
+ * truncated under us fails closed instead of killing the host program.
  */
 #define _GNU_SOURCE
 #include "ledger/ledger.h"
@@ -91,9 +98,18 @@ static void build_header(struct cs_ledger_header *h, const struct cs_ledger_para
 
 /* Gives the temporary its full length (blocks allocated where the
  * filesystem can, so a full disk fails here and not as SIGBUS in the host
- * program later) and writes the header. */
-static int fill_temp(int fd, const struct cs_ledger_header *h, const char *path)
+ * program later), its mode and the header. */
+static int fill_temp(int fd, const struct cs_ledger_header *h, const struct cs_ledger_params *p,
+                     const char *path)
 {
+    /* In a directory private to the tenant, every user of its container
+     * may join (as HAMi's own cache files allow); otherwise 0600, less
+     * what the umask takes away. */
+    if (p->trust == CS_LEDGER_TRUST_DIRECTORY && fchmod(fd, 0666) != 0) {
+        int e = errno;
+        cs_err(SUBSYS, "cannot create ledger %s: setting its mode: %s", path, strerror(e));
+        return -e;
+    }
     if (ftruncate(fd, (off_t)CS_LEDGER_FILE_SIZE) != 0) {
         int e = errno;
         cs_err(SUBSYS, "cannot create ledger %s: sizing the new file: %s", path, strerror(e));
@@ -133,7 +149,8 @@ static int dir_error(const char *path, const char *dir, int e)
 /* Named-temporary fallback. Returns 0 with *fd_out set when our file is now
  * at the path, -EEXIST when another creator won, else -errno (logged). */
 static int create_named(const char *path, const char *dir, const char *base,
-                        const struct cs_ledger_header *h, int *fd_out)
+                        const struct cs_ledger_header *h, const struct cs_ledger_params *p,
+                        int *fd_out)
 {
     static unsigned counter;
     char tmp[PATH_MAX];
@@ -153,7 +170,7 @@ static int create_named(const char *path, const char *dir, const char *base,
         cs_err(SUBSYS, "cannot create ledger %s: no free temporary name in %s", path, dir);
         return -EAGAIN;
     }
-    int r = fill_temp(fd, h, path);
+    int r = fill_temp(fd, h, p, path);
     if (r == 0) {
         if (cs__ledger_test_hooks.before_link)
             cs__ledger_test_hooks.before_link();
@@ -190,7 +207,7 @@ static int create_file(const char *path, const struct cs_ledger_params *p, int *
             if (e != EOPNOTSUPP && e != EISDIR && e != EINVAL)
                 return dir_error(path, dir, e);
         } else {
-            int r = fill_temp(fd, &h, path);
+            int r = fill_temp(fd, &h, p, path);
             if (r) {
                 close(fd);
                 return r;
@@ -214,12 +231,38 @@ static int create_file(const char *path, const struct cs_ledger_params *p, int *
             }
         }
     }
-    return create_named(path, dir, base, &h, fd_out);
+    return create_named(path, dir, base, &h, p, fd_out);
 }
 
-/* Checks an open file against this build's layout without writing to it.
- * Returns 0, -EPROTO (logged: what is wrong and the fix) or -errno. */
-static int validate(int fd, const char *path)
+#define TRUST_HINT                                                              \
+    "remove it, or point CUDA_DEVICE_MEMORY_SHARED_CACHE at a path of your own; "  \
+    "a directory private to this tenant (such as HAMi's per-container mount) can " \
+    "be trusted with CUSHARE_LEDGER_TRUST=directory"
+
+/* A tenant's ledger holds its budget: whoever can write the file can
+ * raise it, and whoever prepared it chose it. So it must be ours, and
+ * nobody else may write it. -EPERM (logged) otherwise. */
+static int check_owner(const struct stat *st, const char *path)
+{
+    if (st->st_uid != geteuid()) {
+        cs_err(SUBSYS, "ledger %s is owned by uid %u, not by this process's uid %u: refused "
+               "(its owner could change this tenant's limits); " TRUST_HINT, path,
+               (unsigned)st->st_uid, (unsigned)geteuid());
+        return -EPERM;
+    }
+    if (st->st_mode & 022) {
+        cs_err(SUBSYS, "ledger %s is writable by group or others (mode %04o): refused "
+               "(they could change this tenant's limits); chmod go-w it, or " TRUST_HINT,
+               path, (unsigned)(st->st_mode & 07777));
+        return -EPERM;
+    }
+    return 0;
+}
+
+/* Checks an open file against this build's layout without writing to it,
+ * and, for a tenant that trusts only its own files, who owns it. Returns
+ * 0, -EPROTO (logged: what is wrong and the fix), -EPERM or -errno. */
+static int validate(int fd, const char *path, bool check_ownership)
 {
     struct stat st;
     if (fstat(fd, &st) != 0) {
@@ -230,6 +273,11 @@ static int validate(int fd, const char *path)
     if (!S_ISREG(st.st_mode)) {
         cs_err(SUBSYS, "ledger %s is not a regular file; %s", path, FIX_HINT);
         return -EPROTO;
+    }
+    if (check_ownership) {
+        int r = check_owner(&st, path);
+        if (r)
+            return r;
     }
     struct cs_ledger_header h;
     memset(&h, 0, sizeof h);
@@ -302,15 +350,23 @@ static void warn_param_mismatch(const struct cs_ledger *l, const struct cs_ledge
                 p->policy);
 }
 
-/* Validates the open ledger `fd` and maps it; on failure closes fd. */
-static int validate_and_map(int fd, const char *path, bool read_only, void **map_out)
+/* Whether `l` (already holding its tenant/trust) accepts only its own files. */
+static bool own_only(const struct cs_ledger *l)
 {
-    int r = validate(fd, path);
+    return l->tenant && l->trust != CS_LEDGER_TRUST_DIRECTORY;
+}
+
+/* Validates the open ledger `fd`, maps it and guards the mapping (guard.c);
+ * on failure closes fd. */
+static int validate_and_map(int fd, const struct cs_ledger *l, const char *path, void **map_out,
+                            struct cs_ledger_guard **guard_out)
+{
+    int r = validate(fd, path, own_only(l));
     if (r) {
         close(fd);
         return r;
     }
-    void *m = mmap(NULL, CS_LEDGER_FILE_SIZE, read_only ? PROT_READ : PROT_READ | PROT_WRITE,
+    void *m = mmap(NULL, CS_LEDGER_FILE_SIZE, l->read_only ? PROT_READ : PROT_READ | PROT_WRITE,
                    MAP_SHARED, fd, 0);
     if (m == MAP_FAILED) {
         int e = errno;
@@ -319,7 +375,22 @@ static int validate_and_map(int fd, const char *path, bool read_only, void **map
         return -e;
     }
     *map_out = m;
+    *guard_out = cs__ledger_guard_add(m, CS_LEDGER_FILE_SIZE, path);
     return 0;
+}
+
+/* open(2) flags for the ledger at its path: a tenant that trusts only its
+ * own files never follows a symlink there. */
+static int open_flags(const struct cs_ledger *l)
+{
+    return (l->read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC | (own_only(l) ? O_NOFOLLOW : 0);
+}
+
+static int symlink_refused(const char *path)
+{
+    cs_err(SUBSYS, "ledger %s is a symbolic link: refused (whoever made the link chose the "
+           "file); " TRUST_HINT, path);
+    return -ELOOP;
 }
 
 int cs__ledger_open(const char *path, const struct cs_ledger_params *params,
@@ -337,6 +408,9 @@ int cs__ledger_open(const char *path, const struct cs_ledger_params *params,
         return -ENAMETOOLONG;
     }
     const bool create = params && !read_only;
+    out->read_only = read_only;
+    out->tenant = params != NULL;
+    out->trust = params ? params->trust : CS_LEDGER_TRUST_OWNER;
     if (create && params->device_count > CS_MAX_DEVICES) {
         cs_err(SUBSYS, "ledger %s: %" PRIu32 " devices configured, at most %d supported", path,
                params->device_count, CS_MAX_DEVICES);
@@ -346,10 +420,12 @@ int cs__ledger_open(const char *path, const struct cs_ledger_params *params,
     int fd = -1;
     bool created = false;
     for (int attempt = 0; attempt < 64 && fd < 0; attempt++) {
-        fd = open(path, (read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC);
+        fd = open(path, open_flags(out));
         if (fd >= 0)
             break;
         int e = errno;
+        if (e == ELOOP && own_only(out))
+            return symlink_refused(path);
         struct stat lst;
         if (e == ENOENT && attempt > 0 && lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode)) {
             cs_err(SUBSYS, "ledger %s is a symbolic link to a missing file; remove it or "
@@ -381,14 +457,13 @@ int cs__ledger_open(const char *path, const struct cs_ledger_params *params,
     }
 
     void *m;
-    int r = validate_and_map(fd, path, read_only, &m);
+    int r = validate_and_map(fd, out, path, &m, &out->guard);
     if (r)
         return r;
     out->fd = fd;
     out->hdr = m;
     out->map_len = CS_LEDGER_FILE_SIZE;
     out->owner_pid = getpid();
-    out->read_only = read_only;
     out->created = created;
     memcpy(out->path, path, strlen(path) + 1);
     if (params && !created)
@@ -399,6 +474,8 @@ int cs__ledger_open(const char *path, const struct cs_ledger_params *params,
 
 void cs__ledger_close(struct cs_ledger *l)
 {
+    cs__ledger_guard_remove(l->guard);
+    l->guard = NULL;
     if (l->hdr)
         munmap(l->hdr, l->map_len);
     if (l->fd >= 0)
@@ -408,25 +485,35 @@ void cs__ledger_close(struct cs_ledger *l)
     l->slot = -1;
 }
 
-/* Opens `path` as an existing ledger and maps it (never creates). */
-static int open_mapped(const char *path, bool read_only, int *fd_out, void **map_out)
+/* Opens l's path as an existing ledger and maps it (never creates), with
+ * the checks of the first open. */
+static int open_mapped(const struct cs_ledger *l, int *fd_out, void **map_out,
+                       struct cs_ledger_guard **guard_out)
 {
-    int fd = open(path, (read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC);
+    int fd = open(l->path, open_flags(l));
     if (fd < 0) {
         int e = errno;
-        cs_err(SUBSYS, "cannot re-open ledger %s: %s", path, strerror(e));
+        if (e == ELOOP && own_only(l))
+            return symlink_refused(l->path);
+        cs_err(SUBSYS, "cannot re-open ledger %s: %s", l->path, strerror(e));
         return -e;
     }
-    int r = validate_and_map(fd, path, read_only, map_out);
+    int r = validate_and_map(fd, l, l->path, map_out, guard_out);
     if (r)
         return r;
     *fd_out = fd;
     return 0;
 }
 
-int cs__ledger_after_fork(struct cs_ledger *l)
+void cs__ledger_atfork_child(void)
 {
     cs__ledger_slots_atfork_child();
+    cs__ledger_guard_atfork_child();
+}
+
+int cs__ledger_after_fork(struct cs_ledger *l)
+{
+    cs__ledger_atfork_child();
     /* The slot and the inherited open file description (with the OFD lock
      * on that slot) are the parent's: forget the slot without touching it.
      * Closing our reference does not release the parent's lock, which
@@ -453,10 +540,13 @@ int cs__ledger_after_fork(struct cs_ledger *l)
      * is missing: open the path again and map what is there now. */
     int fd = -1;
     void *m = NULL;
-    int r = open_mapped(l->path, l->read_only, &fd, &m);
+    struct cs_ledger_guard *g = NULL;
+    int r = open_mapped(l, &fd, &m, &g);
     if (r)
         return r;
+    cs__ledger_guard_remove(l->guard);
     munmap(l->hdr, l->map_len);
+    l->guard = g;
     l->hdr = m;
     l->map_len = CS_LEDGER_FILE_SIZE;
     l->fd = fd;

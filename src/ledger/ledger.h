@@ -23,7 +23,16 @@
 
 #include "cushare/ledger.h"
 
-/* What the creator writes into a new ledger. */
+/* Which existing ledger a tenant accepts (docs/ledger.md, "Ownership").
+ * OWNER: a regular file (no symlink) owned by our effective uid that
+ * nobody else can write. DIRECTORY (CUSHARE_LEDGER_TRUST=directory): the
+ * ledger's directory is private to the tenant (HAMi's per-container
+ * mount), so any owner, mode and symlink is accepted and new ledgers are
+ * made 0666 for every user of the container. */
+enum cs_ledger_trust { CS_LEDGER_TRUST_OWNER = 0, CS_LEDGER_TRUST_DIRECTORY = 1 };
+
+/* What the creator writes into a new ledger, and how a tenant trusts an
+ * existing one. */
 struct cs_ledger_params {
     uint32_t device_count;              /* devices named by a per-device setting (>= 1);
                                          * limit/sm_limit are read for every device */
@@ -31,7 +40,10 @@ struct cs_ledger_params {
     uint32_t sm_limit[CS_MAX_DEVICES];  /* percent, 0 = none */
     uint32_t policy;                    /* enum cs_policy */
     int32_t priority;
+    uint32_t trust;                     /* enum cs_ledger_trust (not written) */
 };
+
+struct cs_ledger_guard;
 
 struct cs_ledger {
     int fd;                             /* owns the open file description */
@@ -45,12 +57,19 @@ struct cs_ledger {
     bool read_only;                     /* opened read-only (monitors) */
     bool created;                       /* this open created the file (won the
                                            link race) */
+    bool tenant;                        /* opened with params: ownership checked,
+                                           also when re-opened after fork */
+    uint32_t trust;                     /* enum cs_ledger_trust, when tenant */
+    struct cs_ledger_guard *guard;      /* SIGBUS guard of the mapping (guard.c),
+                                           NULL when unguarded */
 };
 
 /* Opens `path`, creating it from `params` if it does not exist. An existing
  * ledger is validated (magic, version, sizes, file length): a mismatch is
  * -EPROTO (foreign/newer/corrupt; message names the file and the fix) and
- * the file is left untouched. If the existing limits differ from `params`,
+ * the file is left untouched. A tenant (params given) also checks who can
+ * have written it (params->trust): a symlink is -ELOOP, another owner or
+ * a file others can write -EPERM, each with one message. If the existing limits differ from `params`,
  * the creator's limits win and a warning names both values. Only a call
  * with `params` and !read_only creates; `params` NULL opens an existing
  * ledger (read-only for monitors, read-write for run_request writers).
@@ -71,6 +90,12 @@ int cs__ledger_claim(struct cs_ledger *l);
 
 /* Normal exit: returns this slot's bytes and marks it FREE. Idempotent. */
 void cs__ledger_leave(struct cs_ledger *l);
+
+/* In a fork child, with one thread: the ledger code's own locks (slot.c,
+ * guard.c) are free again. The library's one fork handler calls it (a
+ * child may re-run a first initialisation that a parent thread held them
+ * in); cs__ledger_after_fork calls it too. */
+void cs__ledger_atfork_child(void);
 
 /* In a fork child: forgets the parent's slot without touching it (the
  * parent still owns it) and re-opens the file so the child gets its own
@@ -158,6 +183,17 @@ int cs__ledger_sweep(const char *dir, const char *prefix);
  * "?" when out of range (a newer writer). */
 const char *cs__ledger_category_name(int cat);
 const char *cs__ledger_identity_name(uint32_t tier);
+
+/* A ledger damaged in use (guard.c, docs/ledger.md): truncated (SIGBUS in
+ * its mapping) or its header overwritten. Its mapping is then private,
+ * keeps the limits and shows every budget as used; every charge, claim and
+ * reap answers -ENOTRECOVERABLE, releases are ignored. usable() checks the
+ * header and loses the mapping (one error message) when it is damaged. */
+bool cs__ledger_usable(const struct cs_ledger *l);
+struct cs_ledger_guard *cs__ledger_guard_add(void *base, size_t len, const char *path);
+void cs__ledger_guard_remove(struct cs_ledger_guard *g);
+bool cs__ledger_guard_lost(const struct cs_ledger_guard *g);
+void cs__ledger_guard_atfork_child(void);
 
 /* Test hooks, all off (zero) in production. before_link runs in the creator
  * once the complete temporary file exists and before it is linked at the

@@ -130,7 +130,10 @@ uint64_t cs__ledger_return(struct cs_ledger *l, struct cs_ledger_slot *s, int de
 {
     cs__ledger_announce(s, dev, bytes);
     uint64_t took = cs__ledger_sub_clamped(&s->bytes[dev][cat], bytes);
-    uint64_t agg = took ? cs__ledger_sub_clamped(&l->hdr->dev[dev].used, took) : 0;
+    /* Damaged meanwhile (guard.c): the slot was the private copy, and so
+     * would the aggregate be; nothing to give back to. */
+    uint64_t agg = took && cs__ledger_usable(l)
+                       ? cs__ledger_sub_clamped(&l->hdr->dev[dev].used, took) : 0;
     cs__ledger_withdraw(s, dev, bytes);
     if (from_aggregate)
         *from_aggregate = agg;
@@ -176,6 +179,8 @@ static int check_writable(const struct cs_ledger *l, const char *what)
     }
     if (fork_child_unprepared(l, what))
         return -ECHILD;
+    if (!cs__ledger_usable(l))
+        return -ENOTRECOVERABLE; /* damaged in use: said once by guard.c */
     return 0;
 }
 
@@ -343,6 +348,13 @@ void cs__ledger_leave(struct cs_ledger *l)
     }
     pthread_mutex_lock(&slot_mu);
     int idx = l->slot;
+    if (!cs__ledger_usable(l)) {
+        /* Damaged in use: the counters we would give back are gone. */
+        unlock(l, idx);
+        l->slot = -1;
+        pthread_mutex_unlock(&slot_mu);
+        return;
+    }
     struct cs_ledger_slot *s = slot_at(l, idx);
     return_all(l, s);
     __atomic_store_n(&s->state, CS_SLOT_FREE, __ATOMIC_SEQ_CST);

@@ -1,19 +1,35 @@
 /*
- * The node board (board.h). Created like the ledger: a complete file is
- * built in an unnamed temporary and linked into place, so a reader never
- * sees a half-written header. Mode 0666 (set with fchmod, never umask):
- * tenants of different users share it, as they share HAMi's /tmp/vgpulock.
+ * The node board (board.h): one file per user in a shared directory, read
+ * and written with pread/pwrite, never mapped.
+ *
+ * Why not one shared, mapped file (layout version 1): a file every user
+ * can write cannot say who wrote an entry, so nothing bounds a liar (it
+ * could fill every entry, or pose as anyone), and a mapping of a file
+ * others can truncate faults (SIGBUS) in every tenant that touches it. A
+ * file per user makes the kernel's owner check the writer's identity and
+ * the file's size the user's quota; pread/pwrite turn truncation and
+ * replacement into short reads and rejected entries.
+ *
+ * The directory gets the broker's checks (docs/broker.md), adapted to a
+ * directory every user must be able to write: opened O_DIRECTORY |
+ * O_NOFOLLOW, owned by root or by us, and sticky when others can write it
+ * (so nobody can remove or rename another user's file). Every file is
+ * opened relative to that descriptor with O_NOFOLLOW (and O_NONBLOCK, so a
+ * FIFO planted under a board name cannot block us).
+ *
+ * Threads: a struct cs_board belongs to the watcher thread of one process
+ * (watch.c); nothing here is shared between threads.
  */
 #define _GNU_SOURCE
 #include "limiter/board.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -21,17 +37,59 @@
 #include "core/path.h"
 
 #define SUBSYS "limiter"
+#define CS_BOARD_RESCAN_NS 1000000000ll /* list the directory at most once a second */
+#define CS_BOARD_SCAN_MAX 65536         /* directory entries looked at per listing */
+#define CS_BOARD_POSTS 64               /* devices one process posts for */
+#define FALLBACK "priorities of other tenants are unknown, NVML alone decides"
 
-struct cs_board {
-    struct cs_board_header *hdr;
-    struct cs_board_entry *e;
-    bool writable;
-    int mine[64];               /* entry index per post slot, -1 none */
-    uint8_t mine_uuid[64][16];
-    int nmine;
+/* One busy entry of another tenant, as a reader keeps it. */
+struct seen {
+    uint32_t uid;
+    struct cs_board_entry e;
 };
 
-static void init_header(struct cs_board_header *h)
+struct cs_board {
+    int dirfd;                      /* the checked board directory */
+    char dir[PATH_MAX];             /* its path, for messages */
+    char name[NAME_MAX + 1];        /* our file: <base>.<uid> */
+    char base[NAME_MAX + 1];
+    uint32_t uid;                   /* geteuid() at open: our files' owner */
+    int fd;                         /* our file, read-write; -1: we do not post */
+    dev_t own_dev;                  /* what `name` was when we opened it */
+    ino_t own_ino;
+    int mine[CS_BOARD_POSTS];       /* entry index per posted device, -1 none */
+    uint8_t mine_uuid[CS_BOARD_POSTS][16];
+    int nmine;
+    struct cs_board_entry file[CS_BOARD_ENTRIES]; /* scratch for whole-file reads */
+    /* The users with a board file, listed at most every CS_BOARD_RESCAN_NS. */
+    uint32_t users[CS_BOARD_MAX_USERS];
+    int nusers;
+    int64_t listed_ns;
+    bool listed;
+    /* Busy entries of every user's file as of snap_now (snap_valid). */
+    struct seen *snap;
+    size_t nsnap, snap_cap;
+    int64_t snap_now;
+    bool snap_valid;
+};
+
+/* ---- entries and headers ---------------------------------------------- */
+
+static uint32_t entry_check(const struct cs_board_entry *e)
+{
+    const uint8_t *p = (const uint8_t *)e;
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < offsetof(struct cs_board_entry, check); i++)
+        h = (h ^ p[i]) * 16777619u;
+    return h;
+}
+
+static bool entry_intact(const struct cs_board_entry *e)
+{
+    return e->tenant > 1 && e->check == entry_check(e);
+}
+
+static void init_header(struct cs_board_header *h, uint32_t uid)
 {
     memset(h, 0, sizeof *h);
     memcpy(h->magic, CS_BOARD_MAGIC, 8);
@@ -39,98 +97,259 @@ static void init_header(struct cs_board_header *h)
     h->header_size = sizeof(struct cs_board_header);
     h->entry_size = sizeof(struct cs_board_entry);
     h->entries = CS_BOARD_ENTRIES;
+    h->uid = uid;
 }
 
-static int create(const char *path)
+static bool header_ok(const struct cs_board_header *h, uint32_t uid)
 {
-    char dir[PATH_MAX];
-    cs__path_dir(path, dir, sizeof dir, NULL);
-    int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    struct cs_board_header want;
+    init_header(&want, uid);
+    return !memcmp(h, &want, offsetof(struct cs_board_header, reserved));
+}
+
+static bool full_pread(int fd, void *buf, size_t len, off_t off)
+{
+    ssize_t n;
+    do
+        n = pread(fd, buf, len, off);
+    while (n < 0 && errno == EINTR);
+    return n == (ssize_t)len;
+}
+
+static bool full_pwrite(int fd, const void *buf, size_t len, off_t off)
+{
+    ssize_t n;
+    do
+        n = pwrite(fd, buf, len, off);
+    while (n < 0 && errno == EINTR);
+    return n == (ssize_t)len;
+}
+
+static off_t entry_offset(unsigned i)
+{
+    return (off_t)(sizeof(struct cs_board_header) + (size_t)i * sizeof(struct cs_board_entry));
+}
+
+/* ---- the directory ---------------------------------------------------- */
+
+/* Missing (a fresh node without HAMi's /tmp/vgpulock): created one level,
+ * shared like /tmp. The mode is set on the descriptor we then check, never
+ * left to the umask. Losing a race to another creator is fine: its
+ * directory is checked like any other. Returns a descriptor or -errno. */
+static int open_or_create_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd >= 0)
+        return fd;
+    struct stat st;
+    if (errno == ENOTDIR && !lstat(dir, &st) && S_ISLNK(st.st_mode))
+        return -ELOOP; /* O_DIRECTORY | O_NOFOLLOW reports a symlink so */
+    if (errno != ENOENT)
+        return -errno;
+    bool made = mkdir(dir, 0700) == 0;
+    if (!made && errno != EEXIST)
+        return -errno;
+    fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0)
         return -errno;
-    struct cs_board_header h;
-    init_header(&h);
-    int r = 0;
-    if (ftruncate(fd, CS_BOARD_SIZE) || pwrite(fd, &h, sizeof h, 0) != (ssize_t)sizeof h ||
-        fchmod(fd, 0666))
-        r = -errno;
-    if (!r) {
-        char proc[64];
-        snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
-        if (linkat(AT_FDCWD, proc, AT_FDCWD, path, AT_SYMLINK_FOLLOW))
-            r = -errno;
-    }
-    close(fd);
-    return r == -EEXIST ? 0 : r;
+    if (made && !fstat(fd, &st) && st.st_uid == geteuid())
+        fchmod(fd, 01777);
+    return fd;
 }
 
-/* The board's directory (HAMi's /tmp/vgpulock on a node HAMi manages) may
- * not exist yet: create it, one level, shared like /tmp (mode 1777, set
- * with chmod, never left to the umask), so tenants of every user can post.
- * Losing a race to another creator is fine. */
-static int make_parent(const char *path)
+/* One warning for a refused board, naming what and why. */
+#define refuse(fmt, ...) cs_warn(SUBSYS, "node board: " fmt "; " FALLBACK, __VA_ARGS__)
+
+static void dir_unusable(const char *dir, int e)
 {
-    char dir[PATH_MAX];
-    cs__path_dir(path, dir, sizeof dir, NULL);
-    if (mkdir(dir, 0700) == 0) {
-        if (chmod(dir, 01777))
-            return -errno;
-        return 0;
+    if (e == ELOOP)
+        refuse("directory %s is a symbolic link: refused (whoever made the link would choose "
+               "where tenants write); remove it, or point CUSHARE_BOARD at a directory owned "
+               "by root with mode 1777", dir);
+    else if (e == ENOTDIR)
+        refuse("%s is not a directory: refused", dir);
+    else
+        cs_info(SUBSYS, "no node board in %s (%s): " FALLBACK, dir, strerror(e));
+}
+
+/* The broker's checks for a directory every user writes: ours or root's,
+ * and sticky when others may write it. */
+static bool dir_trusted(const char *dir, const struct stat *st)
+{
+    if (st->st_uid != 0 && st->st_uid != geteuid()) {
+        refuse("directory %s is owned by uid %u, neither root nor us: refused (its owner "
+               "could remove or replace any board file); make it root's with mode 1777, as "
+               "HAMi's /tmp/vgpulock, or point CUSHARE_BOARD elsewhere", dir,
+               (unsigned)st->st_uid);
+        return false;
     }
-    return errno == EEXIST ? 0 : -errno;
+    if ((st->st_mode & 022) && !(st->st_mode & S_ISVTX)) {
+        refuse("directory %s is writable by others without the sticky bit (mode %04o): "
+               "refused (anyone could replace a board file); chmod +t it or point "
+               "CUSHARE_BOARD elsewhere", dir, (unsigned)(st->st_mode & 07777));
+        return false;
+    }
+    return true;
+}
+
+static int open_dir(const char *dir)
+{
+    int fd = open_or_create_dir(dir);
+    if (fd < 0) {
+        dir_unusable(dir, -fd);
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) || !S_ISDIR(st.st_mode) || !dir_trusted(dir, &st)) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* ---- our own file ----------------------------------------------------- */
+
+static bool take_lock(int fd, short type)
+{
+    struct flock fl = {.l_type = type, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1};
+    return fcntl(fd, F_OFD_SETLK, &fl) == 0;
+}
+
+/* Our file, damaged (truncated, garbled, a wrong mode) by us, root or a
+ * crash halfway through creation: made whole again. A bad header means
+ * nobody could read the entries either, so they are cleared with it. Runs
+ * under the file lock. */
+static bool repair_own(struct cs_board *b)
+{
+    struct stat st;
+    struct cs_board_header h;
+    if (fstat(b->fd, &st))
+        return false;
+    if ((st.st_mode & 07777) != 0644)
+        fchmod(b->fd, 0644);
+    bool whole = st.st_size == CS_BOARD_SIZE && full_pread(b->fd, &h, sizeof h, 0) &&
+                 header_ok(&h, b->uid);
+    if (whole)
+        return true;
+    init_header(&h, b->uid);
+    b->nmine = 0;
+    return !ftruncate(b->fd, 0) && !ftruncate(b->fd, CS_BOARD_SIZE) &&
+           full_pwrite(b->fd, &h, sizeof h, 0);
+}
+
+/* The file at our name must be a regular file we own. Another user's file
+ * there was made to lock us out or to speak in our name. */
+static bool own_trusted(struct cs_board *b, int fd)
+{
+    struct stat st;
+    if (fstat(fd, &st))
+        return false;
+    if (!S_ISREG(st.st_mode)) {
+        refuse("%s/%s is not a regular file: refused; remove it", b->dir, b->name);
+        return false;
+    }
+    if (st.st_uid != b->uid) {
+        refuse("%s/%s is owned by uid %u, not by us (uid %u): refused (another user made "
+               "it in our name); remove it (as root) or point CUSHARE_BOARD elsewhere",
+               b->dir, b->name, (unsigned)st.st_uid, (unsigned)b->uid);
+        return false;
+    }
+    b->own_dev = st.st_dev;
+    b->own_ino = st.st_ino;
+    return true;
+}
+
+enum own_result { OWN_OK, OWN_READ_ONLY, OWN_REFUSED };
+
+/* Our file cannot be opened for writing: refused when what is at our name
+ * is not ours (a symlink, another user's file), else we only read. */
+static enum own_result own_unwritable(struct cs_board *b, int e)
+{
+    struct stat st;
+    if (e == ELOOP) {
+        refuse("%s/%s is a symbolic link: refused; remove it", b->dir, b->name);
+        return OWN_REFUSED;
+    }
+    if (!fstatat(b->dirfd, b->name, &st, AT_SYMLINK_NOFOLLOW) && st.st_uid != b->uid) {
+        refuse("%s/%s is owned by uid %u, not by us (uid %u): refused (another user made "
+               "it in our name); remove it (as root) or point CUSHARE_BOARD elsewhere",
+               b->dir, b->name, (unsigned)st.st_uid, (unsigned)b->uid);
+        return OWN_REFUSED;
+    }
+    cs_info(SUBSYS, "node board: cannot write %s/%s (%s): this process reads the board but "
+            "posts nothing", b->dir, b->name, strerror(e));
+    return OWN_READ_ONLY;
+}
+
+static enum own_result open_own(struct cs_board *b)
+{
+    int fd = -1;
+    for (int attempt = 0; attempt < 8 && fd < 0; attempt++) {
+        fd = openat(b->dirfd, b->name, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        if (fd < 0 && errno == ENOENT)
+            fd = openat(b->dirfd, b->name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                        0644);
+        if (fd < 0 && errno != ENOENT && errno != EEXIST)
+            break;
+    }
+    if (fd < 0)
+        return own_unwritable(b, errno);
+    if (!own_trusted(b, fd)) {
+        close(fd);
+        return OWN_REFUSED;
+    }
+    b->fd = fd;
+    if (take_lock(fd, F_WRLCK)) {
+        repair_own(b);
+        take_lock(fd, F_UNLCK);
+    }
+    return OWN_OK;
+}
+
+/* Someone (root) replaced or removed our file: open the one at our name
+ * now. False when we can no longer post. */
+static bool own_still_ours(struct cs_board *b)
+{
+    struct stat st;
+    if (!fstatat(b->dirfd, b->name, &st, AT_SYMLINK_NOFOLLOW) && st.st_dev == b->own_dev &&
+        st.st_ino == b->own_ino)
+        return true;
+    close(b->fd);
+    b->fd = -1;
+    b->nmine = 0;
+    return open_own(b) == OWN_OK;
+}
+
+/* ---- open / close ----------------------------------------------------- */
+
+static bool split_path(struct cs_board *b, const char *path)
+{
+    const char *base;
+    cs__path_dir(path, b->dir, sizeof b->dir, &base);
+    int n = snprintf(b->name, sizeof b->name, "%s.%u", base, (unsigned)b->uid);
+    if (!*base || n < 0 || (size_t)n >= sizeof b->name) {
+        cs_warn(SUBSYS, "node board path %s has no usable file name; " FALLBACK, path);
+        return false;
+    }
+    snprintf(b->base, sizeof b->base, "%s", base);
+    return true;
 }
 
 struct cs_board *cs__board_open(const char *path)
 {
     if (!path)
         path = CS_BOARD_DEFAULT_PATH;
-    bool writable = true;
-    int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0 && errno == ENOENT) {
-        int r = create(path);
-        if (r == -ENOENT && make_parent(path) == 0)
-            r = create(path);
-        if (r) {
-            cs_info(SUBSYS, "no node board at %s (%s): priorities of other tenants are "
-                    "unknown, NVML alone decides", path, strerror(-r));
-            return NULL;
-        }
-        fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
-    }
-    if (fd < 0 && errno == EACCES) {
-        writable = false;
-        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    }
-    if (fd < 0) {
-        cs_info(SUBSYS, "cannot open node board %s: %s", path, strerror(errno));
-        return NULL;
-    }
-    struct stat st;
-    struct cs_board_header h;
-    if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size != CS_BOARD_SIZE ||
-        pread(fd, &h, sizeof h, 0) != (ssize_t)sizeof h || memcmp(h.magic, CS_BOARD_MAGIC, 8) ||
-        h.version != CS_BOARD_VERSION || h.entries != CS_BOARD_ENTRIES ||
-        h.entry_size != sizeof(struct cs_board_entry)) {
-        cs_warn(SUBSYS, "node board %s is not a version-%u board; ignoring it (remove the "
-                "file when no tenant runs)", path, CS_BOARD_VERSION);
-        close(fd);
-        return NULL;
-    }
-    void *m = mmap(NULL, CS_BOARD_SIZE, writable ? PROT_READ | PROT_WRITE : PROT_READ,
-                   MAP_SHARED, fd, 0);
-    close(fd);
-    if (m == MAP_FAILED)
-        return NULL;
     struct cs_board *b = calloc(1, sizeof *b);
-    if (!b) {
-        munmap(m, CS_BOARD_SIZE);
+    if (!b)
+        return NULL;
+    b->uid = (uint32_t)geteuid();
+    b->fd = -1;
+    b->dirfd = -1;
+    if (!split_path(b, path) || (b->dirfd = open_dir(b->dir)) < 0 ||
+        open_own(b) == OWN_REFUSED) {
+        cs__board_close(b);
         return NULL;
     }
-    b->hdr = m;
-    b->e = (struct cs_board_entry *)((char *)m + sizeof(struct cs_board_header));
-    b->writable = writable;
-    for (int i = 0; i < 64; i++)
-        b->mine[i] = -1;
     return b;
 }
 
@@ -138,100 +357,270 @@ void cs__board_close(struct cs_board *b)
 {
     if (!b)
         return;
-    munmap(b->hdr, CS_BOARD_SIZE);
+    if (b->fd >= 0)
+        close(b->fd);
+    if (b->dirfd >= 0)
+        close(b->dirfd);
+    free(b->snap);
     free(b);
 }
 
-#define LD(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
-#define ST(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
+/* ---- posting ---------------------------------------------------------- */
 
 static bool entry_is(const struct cs_board_entry *e, uint64_t tenant, const uint8_t uuid[16])
 {
-    return LD(&e->tenant) == tenant && !memcmp(e->uuid, uuid, 16);
+    return entry_intact(e) && e->tenant == tenant && !memcmp(e->uuid, uuid, 16);
 }
 
-static int claim(struct cs_board *b, const struct cs_board_post *p, int64_t now)
+static bool entry_reusable(const struct cs_board_entry *e, int64_t now)
 {
-    for (unsigned i = 0; i < CS_BOARD_ENTRIES; i++)
-        if (entry_is(&b->e[i], p->tenant, p->uuid))
-            return (int)i;
-    for (unsigned i = 0; i < CS_BOARD_ENTRIES; i++) {
-        struct cs_board_entry *e = &b->e[i];
-        uint64_t t = LD(&e->tenant);
-        bool stale = t > CS_BOARD_CLAIMING && now - (int64_t)LD(&e->seen_ns) > CS_BOARD_STALE_NS;
-        if (t != 0 && !stale)
-            continue;
-        if (!__atomic_compare_exchange_n(&e->tenant, &t, CS_BOARD_CLAIMING, false,
-                                         __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-            continue;
-        memcpy(e->uuid, p->uuid, 16);
-        ST(&e->seen_ns, (uint64_t)now);
-        ST(&e->tenant, p->tenant);
-        return (int)i;
+    if (!entry_intact(e))
+        return true; /* free or garbled */
+    int64_t seen = (int64_t)e->seen_ns;
+    return now - seen > CS_BOARD_STALE_NS || seen - now > CS_BOARD_FUTURE_NS;
+}
+
+/* The index of our (tenant, device) entry in our file, claiming one if we
+ * have none; -1 when the file is full of live entries. Under the lock. */
+static int find_or_claim(struct cs_board *b, int k, const struct cs_board_post *p, int64_t now)
+{
+    int i = b->mine[k];
+    struct cs_board_entry e;
+    if (i >= 0 && full_pread(b->fd, &e, sizeof e, entry_offset((unsigned)i)) &&
+        entry_is(&e, p->tenant, p->uuid))
+        return i;
+    if (!full_pread(b->fd, b->file, sizeof b->file, entry_offset(0)))
+        return -1;
+    int spare = -1;
+    for (unsigned j = 0; j < CS_BOARD_ENTRIES; j++) {
+        if (entry_is(&b->file[j], p->tenant, p->uuid))
+            return b->mine[k] = (int)j;
+        if (spare < 0 && entry_reusable(&b->file[j], now))
+            spare = (int)j;
     }
-    return -1;
+    return b->mine[k] = spare;
+}
+
+/* Our slot in mine[] for this device. -1 past CS_BOARD_POSTS devices. */
+static int post_slot(struct cs_board *b, const uint8_t uuid[16])
+{
+    int k = 0;
+    while (k < b->nmine && memcmp(b->mine_uuid[k], uuid, 16))
+        k++;
+    if (k == b->nmine) {
+        if (k == CS_BOARD_POSTS)
+            return -1;
+        memcpy(b->mine_uuid[k], uuid, 16);
+        b->mine[k] = -1;
+        b->nmine++;
+    }
+    return k;
+}
+
+static void fill_entry(struct cs_board_entry *e, const struct cs_board_post *p, int64_t now)
+{
+    memset(e, 0, sizeof *e);
+    e->tenant = p->tenant;
+    e->seen_ns = (uint64_t)now;
+    e->busy_until_ns = p->busy ? (uint64_t)(now + CS_BOARD_BUSY_HOLD_NS) : 0;
+    memcpy(e->uuid, p->uuid, 16);
+    e->priority = p->priority;
+    e->policy = p->policy;
+    e->sm_limit = p->sm_limit;
+    e->share_ppm = p->share_ppm;
+    e->flags = p->starved ? CS_BOARD_F_STARVED : 0u;
+    e->check = entry_check(e);
 }
 
 void cs__board_post(struct cs_board *b, const struct cs_board_post *p, int64_t now)
 {
-    if (!b || !b->writable || !p->tenant)
+    if (!b || b->fd < 0 || p->tenant <= 1)
         return;
-    int k = 0;
-    while (k < b->nmine && memcmp(b->mine_uuid[k], p->uuid, 16))
-        k++;
-    if (k == b->nmine) {
-        if (k == 64)
-            return;
-        memcpy(b->mine_uuid[k], p->uuid, 16);
-        b->mine[k] = -1;
-        b->nmine++;
-    }
-    int i = b->mine[k];
-    if (i < 0 || !entry_is(&b->e[i], p->tenant, p->uuid))
-        i = b->mine[k] = claim(b, p, now);
-    if (i < 0) {
-        cs_warn_capped(1, SUBSYS, "node board is full (%u entries)", CS_BOARD_ENTRIES);
+    b->snap_valid = false;
+    if (!own_still_ours(b))
         return;
+    if (!take_lock(b->fd, F_WRLCK))
+        return; /* another process of ours is posting: next tick */
+    int k = repair_own(b) ? post_slot(b, p->uuid) : -1;
+    int i = k >= 0 ? find_or_claim(b, k, p, now) : -1;
+    if (i >= 0) {
+        struct cs_board_entry e;
+        fill_entry(&e, p, now);
+        full_pwrite(b->fd, &e, sizeof e, entry_offset((unsigned)i));
     }
-    struct cs_board_entry *e = &b->e[i];
-    ST(&e->priority, p->priority);
-    ST(&e->policy, p->policy);
-    ST(&e->sm_limit, p->sm_limit);
-    ST(&e->share_ppm, p->share_ppm);
-    ST(&e->flags, p->starved ? CS_BOARD_F_STARVED : 0u);
-    if (p->busy)
-        ST(&e->busy_until_ns, (uint64_t)now + 3 * 100000000ull);
-    ST(&e->seen_ns, (uint64_t)now);
+    take_lock(b->fd, F_UNLCK);
+    if (k >= 0 && i < 0)
+        cs_warn_capped(1, SUBSYS, "node board: our file %s/%s is full (%u live entries of "
+                       "this user's tenants)", b->dir, b->name, CS_BOARD_ENTRIES);
 }
 
-void cs__board_view(const struct cs_board *b, uint64_t self, const uint8_t uuid[16],
+/* ---- reading ---------------------------------------------------------- */
+
+/* "<base>.<uid>" with a canonical decimal uid. */
+static bool parse_user_file(const struct cs_board *b, const char *name, uint32_t *uid)
+{
+    size_t n = strlen(b->base);
+    if (strncmp(name, b->base, n) || name[n] != '.')
+        return false;
+    const char *s = name + n + 1;
+    if (*s < '0' || *s > '9' || (*s == '0' && s[1]))
+        return false;
+    uint64_t v = 0;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9' || (v = v * 10 + (uint64_t)(*s - '0')) > UINT32_MAX)
+            return false;
+    }
+    *uid = (uint32_t)v;
+    return true;
+}
+
+/* Lists the users with a board file; ours first, so that however many
+ * users there are, we always see the tenants of our own user. */
+static void list_users(struct cs_board *b)
+{
+    b->nusers = 0;
+    b->users[b->nusers++] = b->uid;
+    int fd = openat(b->dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    bool more = false;
+    struct dirent *de;
+    for (int seen = 0; (de = readdir(d)) && seen < CS_BOARD_SCAN_MAX; seen++) {
+        uint32_t uid;
+        if (!parse_user_file(b, de->d_name, &uid) || uid == b->uid)
+            continue;
+        if (b->nusers == CS_BOARD_MAX_USERS) {
+            more = true;
+            break;
+        }
+        b->users[b->nusers++] = uid;
+    }
+    closedir(d);
+    if (more)
+        cs_warn_capped(1, SUBSYS, "node board: more than %d users have board files in %s; "
+                       "the others are not read", CS_BOARD_MAX_USERS, b->dir);
+}
+
+/* Reads one user's file into b->file. The file must be what only that
+ * user can have written: a regular file it owns, that nobody else can
+ * write, of the exact size, with its uid in the header. */
+static bool read_user(struct cs_board *b, uint32_t uid)
+{
+    char name[sizeof b->base + 16];
+    snprintf(name, sizeof name, "%s.%u", b->base, (unsigned)uid);
+    int fd = openat(b->dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    struct stat st;
+    struct cs_board_header h;
+    bool ok = !fstat(fd, &st) && S_ISREG(st.st_mode) && st.st_uid == uid &&
+              !(st.st_mode & 022) && st.st_size == CS_BOARD_SIZE &&
+              full_pread(fd, &h, sizeof h, 0) && header_ok(&h, uid) &&
+              full_pread(fd, b->file, sizeof b->file, entry_offset(0));
+    close(fd);
+    return ok;
+}
+
+/* When the entry counts as busy at `now`: its timestamps are clamped to
+ * what an honest writer could have posted (seen no later than now, busy
+ * no longer than the hold after it was seen). */
+static bool entry_busy(const struct cs_board_entry *e, int64_t now)
+{
+    int64_t seen = (int64_t)e->seen_ns;
+    if (seen < 0 || seen - now > CS_BOARD_FUTURE_NS)
+        return false;
+    if (seen > now)
+        seen = now;
+    int64_t until = (int64_t)(e->busy_until_ns > (uint64_t)INT64_MAX ? (uint64_t)INT64_MAX
+                                                                      : e->busy_until_ns);
+    if (until > seen + CS_BOARD_BUSY_HOLD_NS)
+        until = seen + CS_BOARD_BUSY_HOLD_NS;
+    return until > now && e->share_ppm >= CS_BOARD_BUSY_PPM && e->share_ppm <= 1000000 &&
+           e->sm_limit <= 100;
+}
+
+static bool snap_push(struct cs_board *b, uint32_t uid, const struct cs_board_entry *e)
+{
+    if (b->nsnap == b->snap_cap) {
+        size_t cap = b->snap_cap ? 2 * b->snap_cap : 64;
+        struct seen *s = realloc(b->snap, cap * sizeof *s);
+        if (!s)
+            return false;
+        b->snap = s;
+        b->snap_cap = cap;
+    }
+    b->snap[b->nsnap++] = (struct seen){.uid = uid, .e = *e};
+    return true;
+}
+
+static void refresh(struct cs_board *b, int64_t now)
+{
+    if (!b->listed || now - b->listed_ns >= CS_BOARD_RESCAN_NS || now < b->listed_ns) {
+        list_users(b);
+        b->listed = true;
+        b->listed_ns = now;
+    }
+    b->nsnap = 0;
+    for (int u = 0; u < b->nusers; u++) {
+        if (!read_user(b, b->users[u]))
+            continue;
+        for (unsigned j = 0; j < CS_BOARD_ENTRIES; j++)
+            if (entry_intact(&b->file[j]) && entry_busy(&b->file[j], now))
+                snap_push(b, b->users[u], &b->file[j]);
+    }
+    b->snap_now = now;
+    b->snap_valid = true;
+}
+
+static uint32_t clamp_ppm(uint64_t v)
+{
+    return v > 1000000 ? 1000000 : (uint32_t)v;
+}
+
+/* A starved claim as the writer's own rule states it: a limited tenant
+ * under 97 % of its limit. Its fulfilment (share / limit) in ppm. */
+static bool starved_claim(const struct cs_board_entry *e, uint32_t *fulfil_ppm)
+{
+    if (!(e->flags & CS_BOARD_F_STARVED) || e->sm_limit < 1 || e->sm_limit > 99)
+        return false;
+    uint64_t f = (uint64_t)e->share_ppm * 100 / e->sm_limit;
+    if (f >= 970000)
+        return false;
+    *fulfil_ppm = (uint32_t)f;
+    return true;
+}
+
+void cs__board_view(struct cs_board *b, uint64_t self, const uint8_t uuid[16],
                     int32_t priority, int64_t now, struct cs_board_view *out)
 {
     memset(out, 0, sizeof *out);
     out->starved_fulfil_ppm = 1000000;
     if (!b)
         return;
-    for (unsigned i = 0; i < CS_BOARD_ENTRIES; i++) {
-        const struct cs_board_entry *e = &b->e[i];
-        uint64_t t = LD(&e->tenant);
-        if (t <= CS_BOARD_CLAIMING || t == self || memcmp(e->uuid, uuid, 16))
+    if (!b->snap_valid || b->snap_now != now)
+        refresh(b, now);
+    uint64_t lower = 0, busy = 0;
+    for (size_t i = 0; i < b->nsnap; i++) {
+        const struct cs_board_entry *e = &b->snap[i].e;
+        if ((b->snap[i].uid == b->uid && e->tenant == self) || memcmp(e->uuid, uuid, 16))
             continue;
-        if ((int64_t)LD(&e->busy_until_ns) <= now)
-            continue;
-        out->busy_share_ppm += LD(&e->share_ppm);
-        if (LD(&e->priority) <= priority) {
-            out->busy_higher_or_equal++;
-            uint32_t limit = LD(&e->sm_limit);
-            if ((LD(&e->flags) & CS_BOARD_F_STARVED) && limit >= 1 && limit <= 99) {
-                uint64_t f = (uint64_t)LD(&e->share_ppm) * 100 / limit;
-                if (f < out->starved_fulfil_ppm) {
-                    out->starved_fulfil_ppm = (uint32_t)f;
-                    out->starved_limit = limit;
-                }
-            }
-        } else {
+        busy += e->share_ppm;
+        if (e->priority > priority) {
             out->busy_lower++;
-            out->lower_share_ppm += LD(&e->share_ppm);
+            lower += e->share_ppm;
+            continue;
+        }
+        out->busy_higher_or_equal++;
+        uint32_t f;
+        if (starved_claim(e, &f) && f < out->starved_fulfil_ppm) {
+            out->starved_fulfil_ppm = f;
+            out->starved_limit = e->sm_limit;
         }
     }
+    out->lower_share_ppm = clamp_ppm(lower);
+    out->busy_share_ppm = clamp_ppm(busy);
 }

@@ -1,24 +1,42 @@
 /*
- * The node board: one small file every tenant on a node maps, so tenants
- * in different ledgers (different containers) can see each other's
- * priority and recent activity per device (docs/limiter.md, "Policy and
- * priority"). NVML shows that *someone* keeps a GPU busy; only the board
- * says who, and at which CUDA_TASK_PRIORITY.
+ * The node board: where limited tenants of one node announce, per device,
+ * their priority and recent activity, so tenants in different ledgers
+ * (different containers, different users) see each other (docs/limiter.md,
+ * "The node board"). NVML shows that *someone* keeps a GPU busy; only the
+ * board says who, and at which CUDA_TASK_PRIORITY.
  *
- * Layout version 1, native-endian, all fields after the header atomic:
- *   [0, 64)                         struct cs_board_header
- *   [64 + i * 64, ...)              struct cs_board_entry i, i < entries
+ * Layout version 2: one file per user. In the board directory (default
+ * /tmp/vgpulock) user U writes only `<base>.<U>` (default base
+ * `cushare-board`), a regular file U owns, mode 0644. Nobody else can write
+ * it, so the file system vouches that every entry in it is U's word, and a
+ * user's file has CS_BOARD_ENTRIES entries: that is the per-user quota. A
+ * user can fill, garble or truncate only their own file.
  *
- * An entry is one (tenant, device) pair. It is claimed by compare-and-swap
- * of `tenant` from 0 (free) or from a stale value (seen_ns older than
- * CS_BOARD_STALE_NS) to CS_BOARD_CLAIMING, filled, then published by
- * storing the tenant id with release order. Readers skip 0 and CLAIMING.
- * Nothing needs a lock or survives a crash: entries of dead tenants go
- * stale. Several processes of one tenant may race to claim; a duplicate
- * entry is harmless (readers merge by tenant id).
+ * Nothing is mapped. Entries are read with pread and written with pwrite on
+ * descriptors opened relative to the checked directory (O_NOFOLLOW), so a
+ * file truncated, replaced or garbled under a tenant costs it at most a
+ * tick of board information, never a SIGBUS.
  *
- * Trust: any tenant can write the board. The worst a liar can do is make
- * others be held to their own configured limits (never below them).
+ * File: [0, 64) struct cs_board_header; [64 + 64 i, 64 + 64 (i + 1)) entry
+ * i, i < CS_BOARD_ENTRIES; native-endian. `check` is FNV-1a over the
+ * entry's first 60 bytes: a pread racing a pwrite (which may tear) or
+ * garbage reads as no entry.
+ *
+ * Writers of one user share the file. A process posts under an OFD write
+ * lock on the file's first byte (non-blocking: when another process of the
+ * user holds it, this tick's post is skipped): it rewrites the entry of its
+ * (tenant, device), else takes a free one (tenant 0), a stale one (seen
+ * more than CS_BOARD_STALE_NS ago, or in the future) or a garbled one. A
+ * writer repairs its own file (size, header, mode) if someone damaged it.
+ *
+ * What a reader believes (cs__board_view): only entries of files that pass
+ * the owner checks; a timestamp in the future counts as now, one more than
+ * CS_BOARD_FUTURE_NS ahead as garbage; an entry is busy for at most
+ * CS_BOARD_BUSY_HOLD_NS after it was seen, with a share of at least
+ * CS_BOARD_BUSY_PPM, whatever busy_until says. Priority, policy, limit and
+ * share are the writer's word (CUDA_TASK_PRIORITY is each tenant's own
+ * setting anyway); what that word can do to others is bounded in
+ * docs/limiter.md ("What a board entry can do to others").
  */
 #ifndef CS_LIMITER_BOARD_H
 #define CS_LIMITER_BOARD_H
@@ -26,12 +44,15 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define CS_BOARD_MAGIC "CUSHBRD1"
-#define CS_BOARD_VERSION 1u
-#define CS_BOARD_ENTRIES 512u
+#define CS_BOARD_MAGIC "CUSHBRD2"
+#define CS_BOARD_VERSION 2u
+#define CS_BOARD_ENTRIES 512u              /* per user: the quota */
+#define CS_BOARD_MAX_USERS 64              /* user files a reader reads */
 #define CS_BOARD_DEFAULT_PATH "/tmp/vgpulock/cushare-board"
-#define CS_BOARD_CLAIMING 1ull
-#define CS_BOARD_STALE_NS 60000000000ll   /* unpublished for 60 s: free */
+#define CS_BOARD_STALE_NS 60000000000ll    /* unposted for 60 s: free */
+#define CS_BOARD_FUTURE_NS 1000000000ll    /* seen further ahead: garbage */
+#define CS_BOARD_BUSY_HOLD_NS 300000000ll  /* busy until seen + 300 ms at most */
+#define CS_BOARD_BUSY_PPM 20000u           /* a 2 % share makes a tenant busy */
 
 struct cs_board_header {
     char magic[8];
@@ -39,26 +60,29 @@ struct cs_board_header {
     uint32_t header_size;       /* 64 */
     uint32_t entry_size;        /* 64 */
     uint32_t entries;           /* CS_BOARD_ENTRIES */
-    uint8_t reserved[40];
+    uint32_t uid;               /* the writer: must be the file's owner */
+    uint8_t reserved[36];
 };
 
 struct cs_board_entry {
-    uint64_t tenant;            /* 0 free, 1 claiming, else the tenant id */
-    uint64_t seen_ns;           /* CLOCK_MONOTONIC of the last publish */
+    uint64_t tenant;            /* 0 free, else the tenant id (never 1) */
+    uint64_t seen_ns;           /* CLOCK_MONOTONIC of the last post */
     uint64_t busy_until_ns;     /* the tenant counts as busy until then */
     uint8_t uuid[16];           /* the device (driver UUID bytes) */
     int32_t priority;           /* CUDA_TASK_PRIORITY (lower = higher) */
     uint32_t policy;            /* enum cs_policy */
     uint32_t sm_limit;          /* percent, 0 none */
     uint32_t share_ppm;         /* measured share of the last second */
-    uint32_t flags;             /* CS_BOARD_F_* (0 from writers before they existed) */
-    uint32_t reserved;
+    uint32_t flags;             /* CS_BOARD_F_* */
+    uint32_t check;             /* FNV-1a of bytes [0, 60) */
 };
 
 /* The tenant is held below its limit by the others: it is under 97 % of
  * its limit, its pacer (almost) did not sleep in the last second, and the
- * device is saturated by limited tenants on the board. Limited tenants of lower or equal priority then scale
- * their own share down to its fulfilment (docs/limiter.md, "Fulfilment"). */
+ * device is saturated by limited tenants on the board. Limited tenants of
+ * lower or equal priority then scale their own share down to its
+ * fulfilment, if what they measure themselves agrees (docs/limiter.md,
+ * "Fulfilment"). */
 #define CS_BOARD_F_STARVED 1u
 
 _Static_assert(sizeof(struct cs_board_header) == 64, "board ABI");
@@ -79,8 +103,8 @@ struct cs_board_post {
 struct cs_board_view {
     int busy_higher_or_equal;   /* busy tenants with priority <= ours */
     int busy_lower;             /* busy tenants with priority > ours */
-    uint32_t lower_share_ppm;   /* sum of the shares of busy_lower */
-    uint32_t busy_share_ppm;    /* sum of the shares of all busy others */
+    uint32_t lower_share_ppm;   /* sum of the shares of busy_lower, at most 1e6 */
+    uint32_t busy_share_ppm;    /* sum of the shares of all busy others, at most 1e6 */
     /* Smallest share/limit (ppm) of the starved, busy, limited tenants of
      * higher or equal priority; 1000000 when there is none. */
     uint32_t starved_fulfil_ppm;
@@ -89,17 +113,24 @@ struct cs_board_view {
 
 struct cs_board;
 
-/* Opens (creating if missing) the board at `path`; NULL path: the default.
- * Returns NULL when unusable (logged once at info level: the limiter then
- * works from NVML alone). Read-only when the file is not writable. */
+/* Opens the board whose files are `<path>.<uid>` (NULL: the default). The
+ * directory must be a real directory (no symlink) owned by root or by us,
+ * and sticky if others can write it; it is created mode 1777, one level,
+ * when missing. Our own file must be a regular file we own (created 0644).
+ * Returns NULL when the board is unusable or refused (one message: info
+ * when it is merely absent, warning when something is wrong with it): the
+ * limiter then works from NVML alone. Read-only (we post nothing) when the
+ * directory does not let us create our file. */
 struct cs_board *cs__board_open(const char *path);
 void cs__board_close(struct cs_board *b);
 
-/* Publishes one device's entry for our tenant. */
+/* Publishes one device's entry for our tenant in our own file. */
 void cs__board_post(struct cs_board *b, const struct cs_board_post *p, int64_t now);
 
-/* Summarises the other tenants busy on device `uuid` at `now`. */
-void cs__board_view(const struct cs_board *b, uint64_t self, const uint8_t uuid[16],
+/* Summarises the other tenants busy on device `uuid` at `now`. Reads every
+ * user's file once per `now` (again after a post of ours); the directory
+ * is listed again at most once a second. */
+void cs__board_view(struct cs_board *b, uint64_t self, const uint8_t uuid[16],
                     int32_t priority, int64_t now, struct cs_board_view *out);
 
 #endif

@@ -137,6 +137,9 @@ void cs__watch_atfork_child(void);
 /* Suspend signals (suspend.c): installs the opt-in handlers once. */
 void cs__suspend_install_signals(void);
 
+/* Fork child: nobody is parked, and park_mu is free (suspend.c). */
+void cs__suspend_atfork_child(void);
+
 /* The legacy identity tier (probe.c): the PID NVML reports for us on
  * device `dev` (NVML handle `nd`), found by a serialised before/after
  * allocation. *waits: post-init lock waits. 0 or -errno. */

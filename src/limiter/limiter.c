@@ -93,14 +93,19 @@ CS_EXPORT void cushare_limiter_stats(struct cushare_limiter_stats *out)
 
 static void reset_all(void);
 
-static void on_fork_child(void)
+void cs__lim_atfork_child(void)
 {
     /* Only this thread exists now; CUDA objects of the parent are not ours
-     * (the child re-initialises CUDA). Forget them without touching them. */
+     * (the child re-initialises CUDA). Forget them without touching them.
+     * The counters count this process's own work. */
     reset_all();
     cs__watch_atfork_child();
     cs__capture_atfork_child();
-    pthread_mutex_init(&arm_mu, NULL);
+    cs__suspend_atfork_child();
+    static const pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+    memcpy(&arm_mu, &fresh, sizeof fresh);
+    memset(&cs__lim_stats, 0, sizeof cs__lim_stats);
+    cs__lim_stats.version = 2;
     __atomic_store_n(&arm_decided, 0, __ATOMIC_RELEASE);
     __atomic_store_n(&cs__lim_armed, 1, __ATOMIC_RELEASE);
 }
@@ -124,16 +129,15 @@ static void reset_all(void)
 
 static void arm(void)
 {
-    static bool atfork_done;
+    static bool first; /* under arm_mu; once per process image: handlers survive fork */
     pthread_mutex_lock(&arm_mu);
     if (__atomic_load_n(&arm_decided, __ATOMIC_ACQUIRE)) {
         pthread_mutex_unlock(&arm_mu);
         return;
     }
-    if (!atfork_done) {
-        atfork_done = true;
+    if (!first) {
+        first = true;
         reset_all();
-        pthread_atfork(NULL, NULL, on_fork_child);
         cs__suspend_install_signals();
     }
     const struct cs_ledger_header *h = cs_rt.ledger.hdr;

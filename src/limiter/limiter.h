@@ -33,6 +33,12 @@ struct cs_lim_ticket {
  * measuring; 0 once the limiter decided it has nothing to do. */
 extern int cs__lim_armed;
 
+/* Fork child: resets every piece of the limiter's per-process state
+ * (devices, streams, contexts, the watcher, tenant sums, captures, suspend,
+ * counters, their locks) so the child arms afresh. Called by the one fork
+ * handler (hook/init.c), in the child, with one thread. */
+void cs__lim_atfork_child(void);
+
 /* One path per launch wrapper: the KERNEL, GRAPHRUN and MEMSET rows of
  * hooks.def (launch_paths.inc). */
 enum cs_lim_path {

@@ -16,7 +16,9 @@
  * and SIGUSR1 resumes the receiving process, as HAMi-core's handlers do.
  * The handlers are installed lazily at the first launch (never in a
  * constructor) with sigaction and chain to whatever the application had
- * installed before: its SA_SIGINFO or plain handler is called after ours;
+ * installed before, keeping its sa_flags and sa_mask (the kernel applies
+ * the installed handler's, ours): its SA_SIGINFO or plain handler is called
+ * after ours;
  * SIG_IGN and SIG_DFL are never called as functions (in this mode the
  * signals are control signals, so they are consumed, not fatal). An
  * application that installs its own handler later replaces ours: its
@@ -26,6 +28,7 @@
 #include <errno.h>
 #include <linux/futex.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -38,8 +41,20 @@
 
 #define SUBSYS "limiter"
 
+/* park_mu guards parked and the 0<->1 transitions of our slot's run_state
+ * it drives; taken by parking threads only, never across the wait. */
 static pthread_mutex_t park_mu = PTHREAD_MUTEX_INITIALIZER;
 static int parked; /* threads of this process parked, under park_mu */
+
+void cs__suspend_atfork_child(void)
+{
+    /* Only the forking thread exists in the child, and it is not parked;
+     * a parent thread may have held park_mu. The child claims a slot of
+     * its own, whose run_state starts at 0. */
+    static const pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+    memcpy(&park_mu, &fresh, sizeof fresh);
+    parked = 0;
+}
 
 static struct cs_ledger_slot *slot_fast(void)
 {
@@ -115,14 +130,46 @@ static void on_signal(int sig, siginfo_t *si, void *uc)
     errno = saved;
 }
 
+static bool is_function(const struct sigaction *a)
+{
+    return (a->sa_flags & SA_SIGINFO) ? a->sa_sigaction != NULL
+                                      : a->sa_handler != SIG_DFL && a->sa_handler != SIG_IGN;
+}
+
+/* The kernel delivers with the installed handler's flags and mask, so ours
+ * must carry the application's: SA_RESTART or not (whether its blocking
+ * calls see EINTR), SA_ONSTACK, SA_NODEFER, SA_RESETHAND, and the signals
+ * its handler runs with blocked. We add only SA_SIGINFO, which on_signal
+ * needs (chain() calls the application's handler the way it asked). With
+ * no application handler: SA_RESTART and an empty mask, so that a control
+ * signal disturbs nothing. */
+static void ours_over(const struct sigaction *app, struct sigaction *sa)
+{
+    memset(sa, 0, sizeof *sa);
+    sa->sa_sigaction = on_signal;
+    if (is_function(app)) {
+        sa->sa_flags = app->sa_flags | SA_SIGINFO;
+        sa->sa_mask = app->sa_mask;
+    } else {
+        sa->sa_flags = SA_SIGINFO | SA_RESTART;
+        sigemptyset(&sa->sa_mask);
+    }
+}
+
+/* *prev is complete before our handler can run. If another thread changed
+ * the disposition between the read and our install, what we replaced is
+ * that newer one: chain to it and take its settings instead. */
 static void install(int sig, struct sigaction *prev)
 {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = on_signal;
-    sa.sa_flags = SA_SIGINFO | SA_RESTART;
-    sigemptyset(&sa.sa_mask);
-    sigaction(sig, &sa, prev); /* one call: the old disposition is what we replace */
+    struct sigaction sa, replaced;
+    sigaction(sig, NULL, prev);
+    ours_over(prev, &sa);
+    sigaction(sig, &sa, &replaced);
+    if (replaced.sa_sigaction != prev->sa_sigaction || replaced.sa_flags != prev->sa_flags) {
+        *prev = replaced;
+        ours_over(prev, &sa);
+        sigaction(sig, &sa, NULL);
+    }
 }
 
 void cs__suspend_install_signals(void)

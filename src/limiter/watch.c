@@ -54,7 +54,6 @@
 #define SUBSYS "limiter"
 
 #define CS_WATCH_FOREIGN_PCT 10          /* NVML: foreign utilisation that counts */
-#define CS_WATCH_BUSY_PPM 20000          /* board: 2 % share makes a tenant busy */
 #define CS_WATCH_HOLD_NS 1000000000ll    /* stay engaged 1 s after contention */
 #define CS_WATCH_WINDOW 10               /* ticks in the share window (1 s) */
 #define CS_WATCH_STARVED_PCT 97          /* under 97 % of the limit may be starved */
@@ -84,6 +83,7 @@ static struct {
     struct cs_board *board;
     uint64_t tenant_id;
     bool identity_done;
+    int identity_attempts;       /* ticks tier 0 was tried (watcher only) */
     /* Per limited device: the scales of the share (watcher only). */
     struct {
         double boost;            /* full-load slowdown of our kernels, >= 1 */
@@ -166,7 +166,6 @@ static int probe_cb(void *ctx, pid_t *host_pid)
 
 static void resolve_identity(void)
 {
-    static int attempts;
     struct cs_ledger_slot *s = cs__lim_my_slot();
     if (!s)
         return;
@@ -176,7 +175,7 @@ static void resolve_identity(void)
     }
     /* NVML lists a process once its context exists; give tier 0 a second
      * before the other tiers run. */
-    if (nvml_sees_self(NULL) != 1 && ++attempts < 10)
+    if (nvml_sees_self(NULL) != 1 && ++W.identity_attempts < 10)
         return;
     struct cs_identity_config cfg = {
         .broker = cs_rt.cfg.hostpid_broker,
@@ -350,7 +349,7 @@ static uint64_t tenant_id(void)
     x ^= x >> 31;
     x *= 0xbf58476d1ce4e5b9ull;
     x ^= x >> 29;
-    return x > CS_BOARD_CLAIMING ? x : x + 2;
+    return x > 1 ? x : x + 2; /* 0 and 1 are not tenant ids (board.h) */
 }
 
 /* ---- the share the law charges at --------------------------------------- */
@@ -412,13 +411,21 @@ static void update_boost(int d, int util, uint32_t own_ppm, int64_t now)
  * the starved tenant about x, which moves our target by about
  * x * (our limit / its limit): the step is scaled down by that ratio when
  * it exceeds 1, so the loop's gain stays below one and it converges
- * without oscillating. */
-static void update_fulfil(int d, const struct cs_board_view *v)
+ * without oscillating.
+ *
+ * A starved claim is its writer's word. We yield only while what we
+ * measure ourselves agrees that somebody can be starved: the device is
+ * saturated (`saturated`, from our own NVML samples). A liar without GPU
+ * work of its own cannot make a partly idle device look saturated, and
+ * whatever it claims, we never go below the floor, which honest tenants
+ * oversubscribing the device can reach too (docs/limiter.md, "What a
+ * board entry can do to others"). */
+static void update_fulfil(int d, const struct cs_board_view *v, bool saturated)
 {
     __typeof__(W.dev[0]) *w = &W.dev[d];
     if (!w->fulfil)
         w->fulfil = 1;
-    double target = cs_rt.cfg.sm_share_time ? 1 : v->starved_fulfil_ppm / 1e6;
+    double target = cs_rt.cfg.sm_share_time || !saturated ? 1 : v->starved_fulfil_ppm / 1e6;
     target = fmax(CS_WATCH_FULFIL_FLOOR, fmin(1, target));
     double step = CS_WATCH_SMOOTH;
     uint32_t ours = cs__lim_devs[d].pct;
@@ -442,18 +449,25 @@ static int util_mean(int d)
     return n ? sum / n : -1;
 }
 
+/* The device is saturated, and by limited tenants: NVML's utilisation
+ * over the last second (our own measurement) is at least 95 %, and our
+ * share plus those of the busy tenants on the board at least 70 % (so the
+ * GPU, not a CPU or an unlimited tenant, is what is lacking, and yielding
+ * can help). Both a starved claim and yielding to one need it. */
+static bool saturated_by_board(uint32_t ppm, int util, const struct cs_board_view *v)
+{
+    return util >= CS_WATCH_SATURATED_PCT &&
+           (uint64_t)ppm + v->busy_share_ppm >= CS_WATCH_BOARD_SATURATED_PCT * 10000ull;
+}
+
 /* Starved: under its limit, (almost) never held back by its pacer in the
- * last second, on a device that is saturated, and saturated by limited
- * tenants (so the GPU, not its own CPU or an unlimited tenant, is what it
- * lacks, and yielding to it can help). */
-static bool starved(int d, uint32_t ppm, int util, const struct cs_board_view *v)
+ * last second, on a device saturated by limited tenants. */
+static bool starved(int d, uint32_t ppm, bool saturated)
 {
     const struct cs_lim_dev *D = &cs__lim_devs[d];
     bool under = (uint64_t)ppm * 100 < (uint64_t)D->pct * 10000 * CS_WATCH_STARVED_PCT;
     bool unpaced = ring_delta(W.slept, d, CS_WATCH_WINDOW) * 100 <
                    (uint64_t)CS_WATCH_WINDOW * CS_LIM_TICK_NS * CS_WATCH_UNPACED_PCT;
-    bool saturated = util >= CS_WATCH_SATURATED_PCT &&
-                     (uint64_t)ppm + v->busy_share_ppm >= CS_WATCH_BOARD_SATURATED_PCT * 10000ull;
     return W.ring_n > CS_WATCH_WINDOW && under && unpaced && saturated;
 }
 
@@ -490,6 +504,14 @@ static void tick(int64_t now)
     if (!W.identity_done && W.nvml_ok)
         resolve_identity();
 
+    /* Every view before our first post: the board is read once a tick. */
+    struct cs_board_view views[CS_MAX_DEVICES];
+    for (int d = 0; d < CS_MAX_DEVICES; d++) {
+        views[d] = (struct cs_board_view){.starved_fulfil_ppm = 1000000};
+        if (cs__lim_devs[d].pct && cs_rt.dev[d].known && W.board)
+            cs__board_view(W.board, W.tenant_id, (const uint8_t *)cs_rt.dev[d].uuid.bytes, prio,
+                           now, &views[d]);
+    }
     for (int d = 0; d < CS_MAX_DEVICES; d++) {
         struct cs_lim_dev *D = &cs__lim_devs[d];
         if (!D->pct)
@@ -499,20 +521,19 @@ static void tick(int64_t now)
         int util_now = known ? device_util(d) : -1;
         W.util[ring_at(0)][d] = (int8_t)util_now;
         int util = util_mean(d); /* over the second board power averages */
-        struct cs_board_view v = {.starved_fulfil_ppm = 1000000};
+        const struct cs_board_view v = views[d];
+        bool saturated = saturated_by_board(ppm, util, &v);
         if (known && W.board) {
-            cs__board_view(W.board, W.tenant_id, (const uint8_t *)cs_rt.dev[d].uuid.bytes, prio,
-                           now, &v);
             struct cs_board_post p = {.tenant = W.tenant_id, .priority = prio,
                                       .policy = policy, .sm_limit = D->pct,
-                                      .share_ppm = ppm, .busy = ppm >= CS_WATCH_BUSY_PPM,
-                                      .starved = starved(d, ppm, util, &v)};
+                                      .share_ppm = ppm, .busy = ppm >= CS_BOARD_BUSY_PPM,
+                                      .starved = starved(d, ppm, saturated)};
             memcpy(p.uuid, cs_rt.dev[d].uuid.bytes, 16);
             cs__board_post(W.board, &p, now);
         }
         if (known) {
             update_boost(d, util, ppm, now);
-            update_fulfil(d, &v);
+            update_fulfil(d, &v, saturated);
             apply_share(d);
         }
         if (policy == CS_POLICY_FORCE) {

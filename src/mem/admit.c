@@ -16,6 +16,8 @@ CUresult cs__admit(int dev, enum cs_mem_category cat, uint64_t bytes)
     }
     if (rc == 0)
         return CUDA_SUCCESS;
+    if (rc == -ENOTRECOVERABLE)
+        return CUDA_ERROR_OUT_OF_MEMORY; /* the ledger was damaged in use; it said so */
     if (rc == -ENOMEM) {
         cs_info("mem", "device %d: %llu bytes refused: %llu of %llu in use", dev,
                 (unsigned long long)bytes,

@@ -64,4 +64,9 @@ void cs__pools_settle(void);
 void cs__graph_atfork_child(void);
 void cs__pools_atfork_child(void);
 
+/* Fork child: resets every piece of src/mem's per-process state (contexts,
+ * allocation records, pool and graph charges, their locks). Called by the
+ * one fork handler (hook/init.c), in the child, with one thread. */
+void cs__mem_atfork_child(void);
+
 #endif

@@ -80,8 +80,10 @@ static uint64_t last_cost[CS_MAX_DEVICES][2];
 
 /* A fork child has no CUDA state: the driver gives it no contexts and no
  * memory of the parent's, so it must not give back the parent's charges
- * when it destroys a context whose handle happens to equal a parent's. */
-static void atfork_child(void)
+ * when it destroys a context whose handle happens to equal a parent's.
+ * last_cost stays: it is what a context costs on the device, for anyone.
+ * Called by init.c's fork handler, with every other module's reset. */
+void cs__mem_atfork_child(void)
 {
     static const pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
     memcpy(&ctx_mu, &fresh, sizeof fresh);
@@ -91,17 +93,8 @@ static void atfork_child(void)
     cs__graph_atfork_child();
 }
 
-static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
-
-static void install_atfork(void)
-{
-    pthread_atfork(NULL, NULL, atfork_child);
-}
-
-/* Every record is made under some context, which is made here first. */
 static void lock_contexts(void)
 {
-    pthread_once(&atfork_once, install_atfork);
     pthread_mutex_lock(&ctx_mu);
 }
 

@@ -150,26 +150,27 @@ ID_HELPER void *id_broker_main(void *arg)
     return NULL;
 }
 
-/* read_timeout_ms 0: the production deadline. */
-ID_HELPER void id_broker_start_ex(struct id_broker *b, unsigned handlers, const char *metrics,
-                                  int read_timeout_ms)
+/* 0 for any of max_conns, per_uid, deadline_ms: the production value. */
+ID_HELPER void id_broker_start_ex(struct id_broker *b, unsigned max_conns, unsigned per_uid,
+                                  const char *metrics, int deadline_ms)
 {
     memset(b, 0, sizeof *b);
     id_mkdtemp(b->dir, sizeof b->dir);
     snprintf(b->sock, sizeof b->sock, "%s/hostpid/broker.sock", b->dir);
     struct cs_broker_server_config cfg = {.socket_path = b->sock,
                                           .metrics_path = metrics,
-                                          .max_handlers = handlers,
-                                          .read_timeout_ms = read_timeout_ms};
+                                          .max_conns = max_conns,
+                                          .max_per_uid = per_uid,
+                                          .deadline_ms = deadline_ms};
     int rc = cs__broker_server_open(&cfg, &b->srv);
     CHECK_EQ(rc, 0);
     CHECK(pipe2(b->stop, O_CLOEXEC) == 0);
     CHECK(pthread_create(&b->thread, NULL, id_broker_main, b) == 0);
 }
 
-ID_HELPER void id_broker_start(struct id_broker *b, unsigned handlers, const char *metrics)
+ID_HELPER void id_broker_start(struct id_broker *b, unsigned max_conns, const char *metrics)
 {
-    id_broker_start_ex(b, handlers, metrics, 0);
+    id_broker_start_ex(b, max_conns, 0, metrics, 0);
 }
 
 ID_HELPER void id_broker_stop(struct id_broker *b)

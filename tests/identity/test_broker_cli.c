@@ -1,22 +1,33 @@
 /*
  * `cushare broker` as a process: readiness line and ready file, a client
  * served, the metrics file refreshed every second, clean SIGTERM shutdown
- * (socket unlinked, ready file removed, exit 0), usage errors exit 2.
+ * (socket unlinked, ready file removed, exit 0), usage errors exit 2; under
+ * a low descriptor limit the table and the per-uid cap shrink to fit.
  */
 #include "id_test.h"
+#include <sys/resource.h>
 
 static char cli[512];
 
-static pid_t start_broker(char *const argv[], int err_fd)
+/* nofile > 0: the broker's RLIMIT_NOFILE, soft and hard. */
+static pid_t start_broker_limited(char *const argv[], int err_fd, rlim_t nofile)
 {
     pid_t pid = id_fork();
     CHECK(pid >= 0);
     if (pid == 0) {
+        struct rlimit rl = {nofile, nofile};
+        if (nofile && setrlimit(RLIMIT_NOFILE, &rl) != 0)
+            _exit(126);
         dup2(err_fd, STDERR_FILENO);
         execv(cli, argv);
         _exit(127);
     }
     return pid;
+}
+
+static pid_t start_broker(char *const argv[], int err_fd)
+{
+    return start_broker_limited(argv, err_fd, 0);
 }
 
 static int run_usage(char *const argv[])
@@ -48,6 +59,41 @@ static size_t slurp(const char *path, char *buf, size_t cap)
     return n;
 }
 
+/* A hard limit of 100 descriptors: the command cannot raise it, so the
+ * table shrinks to 100 - CS_BROKER_RESERVED_FDS and the per-uid cap in
+ * proportion, with a warning; the broker still serves. */
+static void test_fd_limit(const char *base)
+{
+    char sock[128], metrics[128], ready[128], errlog[128], buf[8192];
+    snprintf(sock, sizeof sock, "%s/lim/hostpid/broker.sock", base);
+    snprintf(metrics, sizeof metrics, "%s/lim.prom", base);
+    snprintf(ready, sizeof ready, "%s/lim.ready", base);
+    snprintf(errlog, sizeof errlog, "%s/lim.stderr", base);
+    int err_fd = open(errlog, O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0644);
+    CHECK(err_fd >= 0);
+    char *argv[] = {"cushare", "broker", "--socket", sock, "--metrics", metrics,
+                    "--ready-file", ready, NULL};
+    pid_t pid = start_broker_limited(argv, err_fd, 100);
+    close(err_fd);
+    CHECK(wait_file(ready, (int)(5000 * cs_test_scale())));
+    pid_t p;
+    CHECK_EQ(id_query(sock, &p), 0);
+    CHECK_EQ(p, getpid());
+    CHECK(kill(pid, SIGTERM) == 0);
+    CHECK_EQ(id_exit_code(id_wait_child(pid, 5000)), 0);
+    unsigned table = 100 - CS_BROKER_RESERVED_FDS;
+    unsigned per_uid = CS_BROKER_DEFAULT_PER_UID * table / CS_BROKER_DEFAULT_CONNS;
+    char want[128];
+    slurp(metrics, buf, sizeof buf);
+    snprintf(want, sizeof want, "cushare_broker_connections_max %u\n", table);
+    CHECK_CONTAINS(buf, want);
+    snprintf(want, sizeof want, "cushare_broker_connections_per_uid_max %u\n", per_uid);
+    CHECK_CONTAINS(buf, want);
+    slurp(errlog, buf, sizeof buf);
+    CHECK_CONTAINS(buf, "RLIMIT_NOFILE is 100: holding at most");
+    printf("fd limit 100: table %u, per uid %u\n", table, per_uid);
+}
+
 int main(void)
 {
     id_require_root();
@@ -63,8 +109,12 @@ int main(void)
     snprintf(ready, sizeof ready, "%s/ready", base);
     snprintf(errlog, sizeof errlog, "%s/stderr", base);
 
-    char *usage1[] = {"cushare", "broker", "--max-handlers", "0", NULL};
+    char *usage1[] = {"cushare", "broker", "--max-conns", "0", NULL};
     CHECK_EQ(run_usage(usage1), 2);
+    char *usage4[] = {"cushare", "broker", "--max-conns", "4", "--max-per-uid", "5", NULL};
+    CHECK_EQ(run_usage(usage4), 2);
+    char *usage5[] = {"cushare", "broker", "--max-handlers", "4", NULL};   /* gone */
+    CHECK_EQ(run_usage(usage5), 2);
     char *usage2[] = {"cushare", "broker", "--bogus", NULL};
     CHECK_EQ(run_usage(usage2), 2);
     char *usage3[] = {"cushare", "broker", "--socket", NULL};
@@ -73,7 +123,7 @@ int main(void)
     int err_fd = open(errlog, O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0644);
     CHECK(err_fd >= 0);
     char *argv[] = {"cushare", "broker", "--socket", sock, "--metrics", metrics,
-                    "--max-handlers", "4", "--ready-file", ready, NULL};
+                    "--max-conns", "4", "--ready-file", ready, NULL};
     int64_t t0 = id_now_ns();
     pid_t pid = start_broker(argv, err_fd);
     close(err_fd);
@@ -98,7 +148,7 @@ int main(void)
             id_sleep_ms(10);
     }
     CHECK(seen);
-    CHECK_CONTAINS(buf, "cushare_broker_handlers_max 4\n");
+    CHECK_CONTAINS(buf, "cushare_broker_connections_max 4\n");
 
     CHECK(kill(pid, SIGTERM) == 0);
     CHECK_EQ(id_exit_code(id_wait_child(pid, 5000)), 0);
@@ -110,6 +160,7 @@ int main(void)
     CHECK_EQ(id_query(sock, &p), -ENOENT);
     slurp(metrics, buf, sizeof buf);
     CHECK_CONTAINS(buf, "cushare_broker_accepted_total 1\n");
+    test_fd_limit(base);
     id_rmtree(base);
     printf("broker cli ok\n");
     return 0;

@@ -1,8 +1,9 @@
 /*
  * The real broker server and client together: a client in a child PID
  * namespace learns the PID its parent saw from fork(); malformed requests
- * get the right status byte and counter; slow and truncated clients are
- * cut off and counted; the metrics text carries all of it.
+ * get the right status byte and counter; silent, trickling and truncated
+ * clients are cut off at the server's deadline (well before the client's)
+ * and counted; the metrics text carries all of it.
  */
 #include "id_test.h"
 #include <sched.h>
@@ -131,15 +132,49 @@ static void test_bad_requests(struct id_broker *b)
     raw_exchange(b->sock, magic, 4, none, sizeof none, -1);
     WAIT_STAT(b, bad_frames[CS_BROKER_FRAME_TRUNCATED], 1);
 
-    /* Connect and say nothing: cut off at the read deadline, no reply. */
+    /* Connect and say nothing: cut off at the server's deadline, which
+     * comes well before the client's, with no reply. */
     int64_t t0 = id_now_ns();
     uint8_t resp[16];
     ssize_t n = raw_exchange(b->sock, NULL, 0, resp, sizeof resp, 3000);
     double ms = id_ms_since(t0);
     CHECK_EQ(n, 0);
-    CHECK_GE(ms, 400);
-    CHECK_LT(ms, 2500 * cs_test_scale());
+    CHECK_GE(ms, CS_BROKER_SERVER_DEADLINE_MS);
+    CHECK_LT(ms, CS_BROKER_TIMEOUT_MS * cs_test_scale());
+    printf("silent client cut off after %.1f ms\n", ms);
     WAIT_STAT(b, timeouts, 1);
+}
+
+/* One byte of the request every 20 ms: the deadline is for the whole
+ * frame, so trickling buys no time. */
+static void test_trickle(struct id_broker *b)
+{
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    CHECK(fd >= 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    memcpy(sa.sun_path, b->sock, strlen(b->sock) + 1);
+    int64_t t0 = id_now_ns();
+    CHECK(connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0);
+    const uint8_t req[8] = {'H', 'P', 'I', 'D', 0, 1, 0, 1};
+    size_t sent = 0;
+    for (;;) {
+        /* The wait is the trickle's pace; what ends it is the broker's
+         * close. Never the whole frame: after 7 bytes, only wait. */
+        bool last = sent == sizeof req - 1;
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, last ? (int)(CS_BROKER_TIMEOUT_MS * cs_test_scale()) : 20) != 0 || last)
+            break;
+        CHECK(send(fd, req + sent, 1, MSG_NOSIGNAL) == 1);
+        sent++;
+    }
+    double ms = id_ms_since(t0);
+    uint8_t c;
+    CHECK_EQ(recv(fd, &c, 1, MSG_DONTWAIT), 0);   /* EOF, no reply */
+    close(fd);
+    printf("trickling client (%zu bytes) cut off after %.1f ms\n", sent, ms);
+    CHECK_GE(ms, CS_BROKER_SERVER_DEADLINE_MS);
+    CHECK_LT(ms, CS_BROKER_TIMEOUT_MS * cs_test_scale());
+    WAIT_STAT(b, timeouts, 2);
 }
 
 static void test_stats_and_metrics(struct id_broker *b)
@@ -147,23 +182,26 @@ static void test_stats_and_metrics(struct id_broker *b)
     struct cs_broker_stats st;
     cs__broker_server_stats(b->srv, &st);
     CHECK_EQ(st.replies_ok, 2);          /* self + child namespace */
-    CHECK_EQ(st.accepted, 7);            /* 2 ok + 3 bad + truncated + silent */
+    CHECK_EQ(st.accepted, 8);            /* 2 ok + 3 bad + truncated + silent + trickle */
     CHECK_EQ(st.credential_failures, 0);
-    CHECK_EQ(st.handlers, 4);
-    CHECK_LE(st.active_peak, 4);
+    CHECK_EQ(st.max_conns, 4);
+    CHECK_LE(st.open_peak, 4);
     CHECK_EQ(st.latency_count, 5);       /* replies written */
 
     char buf[8192];
     int len = cs__broker_server_format_metrics(b->srv, buf, sizeof buf);
     CHECK_GT(len, 0);
     CHECK_CONTAINS(buf, "cushare_broker_replies_ok_total 2\n");
-    CHECK_CONTAINS(buf, "cushare_broker_accepted_total 7\n");
+    CHECK_CONTAINS(buf, "cushare_broker_accepted_total 8\n");
     CHECK_CONTAINS(buf, "cushare_broker_bad_frames_total{reason=\"bad_magic\"} 1\n");
     CHECK_CONTAINS(buf, "cushare_broker_bad_frames_total{reason=\"unsupported_version\"} 1\n");
     CHECK_CONTAINS(buf, "cushare_broker_bad_frames_total{reason=\"unsupported_command\"} 1\n");
     CHECK_CONTAINS(buf, "cushare_broker_bad_frames_total{reason=\"truncated\"} 1\n");
-    CHECK_CONTAINS(buf, "cushare_broker_timeouts_total 1\n");
-    CHECK_CONTAINS(buf, "cushare_broker_handlers_max 4\n");
+    CHECK_CONTAINS(buf, "cushare_broker_timeouts_total 2\n");
+    CHECK_CONTAINS(buf, "cushare_broker_rejected_total{reason=\"uid_cap\"} 0\n");
+    CHECK_CONTAINS(buf, "cushare_broker_rejected_total{reason=\"fd_limit\"} 0\n");
+    CHECK_CONTAINS(buf, "cushare_broker_connections_max 4\n");
+    CHECK_CONTAINS(buf, "cushare_broker_connections_per_uid_max 1\n");  /* 4 / 16, at least 1 */
     CHECK_CONTAINS(buf, "# TYPE cushare_broker_request_duration_seconds histogram\n");
     CHECK_CONTAINS(buf, "cushare_broker_request_duration_seconds_count 5\n");
     CHECK_EQ(cs__broker_server_format_metrics(b->srv, buf, 64), -ENOBUFS);
@@ -198,6 +236,7 @@ int main(void)
     test_self(&b);
     test_child_namespace(&b);
     test_bad_requests(&b);
+    test_trickle(&b);
     test_stats_and_metrics(&b);
 
     char sock[128];

@@ -7,7 +7,7 @@
 
 static int open_at(const char *sock, struct cs_broker_server **s)
 {
-    struct cs_broker_server_config cfg = {.socket_path = sock, .max_handlers = 2};
+    struct cs_broker_server_config cfg = {.socket_path = sock, .max_conns = 2};
     *s = NULL;
     return cs__broker_server_open(&cfg, s);
 }
@@ -136,7 +136,11 @@ static void test_stale_and_double(const char *base)
     cs__broker_server_close(s1);
     umask(old);
 
-    struct cs_broker_server_config bad = {.socket_path = sock, .max_handlers = 5000};
+    struct cs_broker_server_config bad = {.socket_path = sock,
+                                          .max_conns = CS_BROKER_MAX_CONNS + 1};
+    CHECK_EQ(cs__broker_server_open(&bad, &s1), -EINVAL);
+    bad = (struct cs_broker_server_config){.socket_path = sock, .max_conns = 2,
+                                           .max_per_uid = 3};
     CHECK_EQ(cs__broker_server_open(&bad, &s1), -EINVAL);
 }
 

@@ -60,8 +60,18 @@ static const struct {
 #undef CS_LIM_X
 };
 
-static volatile sig_atomic_t usr1_before, usr1_after;
-static void on_usr1_before(int sig) { (void)sig; usr1_before++; }
+static volatile sig_atomic_t usr1_before, usr1_after, usr1_mask_kept = 1;
+static void on_usr1_before(int sig)
+{
+    (void)sig;
+    usr1_before++;
+    /* The kernel blocks the installed handler's sa_mask while it runs: with
+     * cushare's handler chained in front, that must still be ours (SIGTERM). */
+    sigset_t blocked;
+    pthread_sigmask(SIG_BLOCK, NULL, &blocked);
+    if (!sigismember(&blocked, SIGTERM))
+        usr1_mask_kept = 0;
+}
 static void on_usr1_after(int sig, siginfo_t *si, void *uc)
 {
     (void)sig;
@@ -130,11 +140,29 @@ static int signals_check(CUfunction fn, const char *out)
                 hami ? "is not" : "is", hami);
         return 4;
     }
-    raise(SIGUSR1);
-    if (usr1_before != 1) {
-        fprintf(stderr, "worker: handler installed before CUDA init not called (%d)\n",
-                (int)usr1_before);
+    /* Chained or not, the application's flags and mask stand: it asked for
+     * no SA_RESTART and SIGTERM blocked in its handler (issue 13). */
+    if ((cur.sa_flags & SA_RESTART) || !sigismember(&cur.sa_mask, SIGTERM)) {
+        fprintf(stderr, "worker: SIGUSR1 installed with SA_RESTART %s, SIGTERM %s in its mask: "
+                "the application's settings were replaced\n",
+                (cur.sa_flags & SA_RESTART) ? "on" : "off",
+                sigismember(&cur.sa_mask, SIGTERM) ? "kept" : "dropped");
         return 4;
+    }
+    raise(SIGUSR1);
+    if (usr1_before != 1 || !usr1_mask_kept) {
+        fprintf(stderr, "worker: handler installed before CUDA init: %d calls, its mask %s\n",
+                (int)usr1_before, usr1_mask_kept ? "kept" : "not applied");
+        return 4;
+    }
+    if (hami) {
+        /* No application handler for SIGUSR2: ours restarts system calls. */
+        struct sigaction usr2;
+        sigaction(SIGUSR2, NULL, &usr2);
+        if (!(usr2.sa_flags & SA_RESTART)) {
+            fprintf(stderr, "worker: SIGUSR2 handler without SA_RESTART\n");
+            return 4;
+        }
     }
     if (hami) {
         raise(SIGUSR2); /* HAMi: suspend this process */
@@ -463,10 +491,13 @@ int main(int argc, char **argv)
         return 2;
     }
     if (!strcmp(mode, "signals")) {
-        /* The application's own handler, installed before CUDA starts. */
+        /* The application's own handler, installed before CUDA starts:
+         * interrupting (no SA_RESTART), with SIGTERM blocked while it runs. */
         struct sigaction sa;
         memset(&sa, 0, sizeof sa);
         sa.sa_handler = on_usr1_before;
+        sigemptyset(&sa.sa_mask);
+        sigaddset(&sa.sa_mask, SIGTERM);
         sigaction(SIGUSR1, &sa, NULL);
     }
 

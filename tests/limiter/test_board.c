@@ -1,9 +1,12 @@
 /*
- * The node board (src/limiter/board.c): its entry layout (other tenants'
- * libraries read it, so the offsets are an ABI) and what a tenant learns
- * from it: busy tenants by priority, and the fulfilment of starved
- * limited tenants it yields to (docs/limiter.md, "Fulfilment").
+ * The node board (src/limiter/board.c): its file layout (other tenants'
+ * libraries read it, so the offsets and the check are an ABI, pinned here
+ * as golden bytes) and what a tenant learns from it: busy tenants by
+ * priority, and the fulfilment of starved limited tenants it yields to
+ * (docs/limiter.md, "Fulfilment"). Hostile files: limiter_board_files and
+ * limiter_board_hostile.
  */
+#include <fcntl.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +21,12 @@
 
 static void layout(void)
 {
+    CHECK_EQ(offsetof(struct cs_board_header, magic), 0);
+    CHECK_EQ(offsetof(struct cs_board_header, version), 8);
+    CHECK_EQ(offsetof(struct cs_board_header, header_size), 12);
+    CHECK_EQ(offsetof(struct cs_board_header, entry_size), 16);
+    CHECK_EQ(offsetof(struct cs_board_header, entries), 20);
+    CHECK_EQ(offsetof(struct cs_board_header, uid), 24);
     CHECK_EQ(offsetof(struct cs_board_entry, tenant), 0);
     CHECK_EQ(offsetof(struct cs_board_entry, seen_ns), 8);
     CHECK_EQ(offsetof(struct cs_board_entry, busy_until_ns), 16);
@@ -27,7 +36,51 @@ static void layout(void)
     CHECK_EQ(offsetof(struct cs_board_entry, sm_limit), 48);
     CHECK_EQ(offsetof(struct cs_board_entry, share_ppm), 52);
     CHECK_EQ(offsetof(struct cs_board_entry, flags), 56);
+    CHECK_EQ(offsetof(struct cs_board_entry, check), 60);
     CHECK_EQ(CS_BOARD_F_STARVED, 1);
+    CHECK_EQ(CS_BOARD_SIZE, 64 + 512 * 64);
+}
+
+/* The bytes a writer produces, pinned: a header for uid 1000, and an
+ * entry (tenant 0x1122334455667788, seen 5 s, busy until 5.3 s, device
+ * 01 02 .. 10, priority -1, policy force, 75 %, share 640000 ppm,
+ * starved) with its FNV-1a check. A reader in another language must
+ * produce and accept exactly these. */
+static void golden_bytes(const char *file, const uint8_t uuid[16])
+{
+    static const uint8_t header[64] = {
+        'C', 'U', 'S', 'H', 'B', 'R', 'D', '2', 2, 0, 0, 0, 64, 0, 0, 0,
+        64, 0, 0, 0, 0, 2, 0, 0, 0xe8, 0x03, 0, 0};
+    static const uint8_t entry[64] = {
+        0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11, /* tenant */
+        0x00, 0xf2, 0x05, 0x2a, 0x01, 0x00, 0x00, 0x00, /* seen 5e9 */
+        0x00, 0x95, 0xe7, 0x3b, 0x01, 0x00, 0x00, 0x00, /* busy until 5.3e9 */
+        1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,
+        0xff, 0xff, 0xff, 0xff, 1, 0, 0, 0, 75, 0, 0, 0, /* priority, policy, limit */
+        0x00, 0xc4, 0x09, 0x00, 1, 0, 0, 0,              /* share, flags */
+        0xdb, 0x0b, 0xf7, 0x2f};                         /* check */
+    int fd = open(file, O_RDONLY);
+    CHECK(fd >= 0);
+    uint8_t got[64];
+    CHECK_EQ(pread(fd, got, 64, 0), 64);
+    if (getuid() == 1000)
+        CHECK(!memcmp(got, header, 64));
+    else
+        CHECK(!memcmp(got, header, 24)); /* the uid is ours, not 1000 */
+    uint8_t e[64];
+    struct cs_board_entry want;
+    memcpy(&want, entry, 64);
+    CHECK(!memcmp(want.uuid, uuid, 16));
+    bool found = false;
+    for (unsigned i = 0; i < CS_BOARD_ENTRIES && !found; i++) {
+        CHECK_EQ(pread(fd, e, 64, 64 + 64 * (off_t)i), 64);
+        found = !memcmp(e, entry, 64);
+    }
+    close(fd);
+    if (!found) {
+        fprintf(stderr, "the golden entry is not in %s\n", file);
+        exit(1);
+    }
 }
 
 static void post(struct cs_board *b, uint64_t tenant, const uint8_t *uuid, int prio,
@@ -43,14 +96,29 @@ static void post(struct cs_board *b, uint64_t tenant, const uint8_t *uuid, int p
 int main(void)
 {
     layout();
-    char path[] = "/tmp/cs-board-XXXXXX";
-    int fd = mkstemp(path);
-    CHECK(fd >= 0);
-    close(fd);
-    unlink(path); /* the board creates its own file */
+    char dir[] = "/tmp/cs-board-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char path[128], file[200];
+    snprintf(path, sizeof path, "%s/board", dir);
+    snprintf(file, sizeof file, "%s.%u", path, (unsigned)geteuid());
     struct cs_board *b = cs__board_open(path);
     CHECK(b != NULL);
+    /* Our own file, ours alone to write, readable by every tenant. */
+    struct stat st;
+    CHECK_EQ(lstat(file, &st), 0);
+    CHECK(S_ISREG(st.st_mode));
+    CHECK_EQ(st.st_mode & 07777, 0644);
+    CHECK_EQ(st.st_size, CS_BOARD_SIZE);
+
     const uint8_t gpu0[16] = {1}, gpu1[16] = {2};
+    const uint8_t golden_gpu[16] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+    struct cs_board_post g = {.tenant = 0x1122334455667788ull, .priority = -1, .policy = 1,
+                              .sm_limit = 75, .share_ppm = 640000, .busy = true,
+                              .starved = true};
+    memcpy(g.uuid, golden_gpu, 16);
+    cs__board_post(b, &g, 5 * SEC);
+    golden_bytes(file, golden_gpu);
+
     int64_t now = 100 * SEC;
     struct cs_board_view v;
 
@@ -88,23 +156,30 @@ int main(void)
     CHECK_EQ(v.busy_higher_or_equal, 0);
     CHECK_EQ(v.starved_fulfil_ppm, 1000000);
 
+    /* A second handle of the same user (another process) sees the same
+     * entries, and shares the file. */
+    struct cs_board *b2 = cs__board_open(path);
+    CHECK(b2 != NULL);
+    post(b2, 14, gpu0, 0, 50, 400000, false, now + 2 * SEC);
+    cs__board_view(b, 12, gpu0, 0, now + 2 * SEC, &v);
+    CHECK_EQ(v.busy_higher_or_equal, 1);
+    cs__board_close(b2);
+
     cs__board_close(b);
-    unlink(path);
+    unlink(file);
 
     /* A missing directory (a fresh node without HAMi's /tmp/vgpulock) is
      * created, shared like /tmp. */
-    char dir[] = "/tmp/cs-boarddir-XXXXXX";
-    CHECK(mkdtemp(dir) != NULL);
-    char sub[128], file[160];
+    char sub[128], subpath[150];
     snprintf(sub, sizeof sub, "%s/vgpulock", dir);
-    snprintf(file, sizeof file, "%s/board", sub);
-    b = cs__board_open(file);
+    snprintf(subpath, sizeof subpath, "%s/board", sub);
+    b = cs__board_open(subpath);
     CHECK(b != NULL);
-    struct stat st;
     CHECK_EQ(stat(sub, &st), 0);
     CHECK_EQ(st.st_mode & 07777, 01777);
+    snprintf(file, sizeof file, "%s.%u", subpath, (unsigned)geteuid());
     CHECK_EQ(stat(file, &st), 0);
-    CHECK_EQ(st.st_mode & 0777, 0666);
+    CHECK_EQ(st.st_mode & 07777, 0644);
     cs__board_close(b);
     unlink(file);
     rmdir(sub);

@@ -1,8 +1,8 @@
 /*
  * Threads of one process share the tenant's budget, and the limiter's
  * shared state survives ThreadSanitizer: this test links the interposer's
- * sources into the executable itself (no LD_PRELOAD, which the TSan
- * runtime does not survive) over the fake driver, then four threads launch
+ * sources into the executable itself (no LD_PRELOAD; hook_preload_threads
+ * runs the preloaded library under TSan) over the fake driver, then four threads launch
  * to their own streams and the per-thread default stream at a 50 % limit
  * while the watcher thread runs. Together they get 50 % of GPU time.
  * Label "tsan": it runs in the TSan build too.

@@ -1,8 +1,8 @@
 /*
  * For the in-process variants of the memory tests (tests/mem.cmake): the
- * interposer is linked into the test executable instead of preloaded,
- * because the ASan and TSan runtimes do not survive a preloaded library
- * that interposes dlsym. src/hook/dlsym.c is left out; these are its doors
+ * interposer is linked into the test executable instead of preloaded, so
+ * the ASan and TSan builds check it without a runtime preloaded ahead of
+ * it (docs/testing.md). src/hook/dlsym.c is left out; these are its doors
  * to libc.
  */
 #define _GNU_SOURCE

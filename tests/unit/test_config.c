@@ -1,30 +1,34 @@
 /*
  * The configuration table parses strictly: sizes with binary suffixes and
- * overflow checks, percentages, policies, booleans and absolute paths; any
- * malformed value is an error (never a silently dropped limit), and the
- * per-device variable wins over the all-devices one.
+ * overflow checks, percentages, policies, booleans, absolute paths and the
+ * log level; any malformed value is an error (never a silently dropped
+ * limit), a per-device name that names no device we manage is an error,
+ * lists with a missing value are errors, and the per-device variable wins
+ * over the all-devices one.
  */
 #include <errno.h>
 #include <string.h>
 
 #include "check.h"
 #include "core/config.h"
+#include "core/log.h"
 
-struct kv {
-    const char *k, *v;
-};
-
-static const char *lookup(const char *name, void *ctx)
+static int parse(struct cs_config *c, const char *const *env)
 {
-    for (const struct kv *p = ctx; p->k; p++)
-        if (!strcmp(p->k, name))
-            return p->v;
-    return NULL;
+    return cs__config_parse(c, (char *const *)env);
 }
 
-static int parse(struct cs_config *c, const struct kv *env)
+/* Each environment alone must fail the whole parse. */
+static void refused(const char *const env[])
 {
-    return cs__config_parse(c, lookup, (void *)env);
+    struct cs_config c;
+    for (int i = 0; env[i]; i++) {
+        const char *one[] = {env[i], NULL};
+        if (parse(&c, one) != -EINVAL) {
+            fprintf(stderr, "%s was accepted\n", env[i]);
+            exit(1);
+        }
+    }
 }
 
 static void sizes(void)
@@ -47,27 +51,84 @@ static void sizes(void)
         CHECK_EQ(cs__parse_size(bad[i], &v), -EINVAL);
     CHECK_EQ(cs__parse_size("18446744073709551616", &v), -ERANGE);
     CHECK_EQ(cs__parse_size("17179869184g", &v), -ERANGE);
+
+    /* What a person types on the command line needs a unit, but 0. */
+    CHECK_EQ(cs__parse_size_unit("3", &v), -EINVAL);
+    CHECK_EQ(cs__parse_size_unit("4096", &v), -EINVAL);
+    CHECK_EQ(cs__parse_size_unit("3B", &v), 0);
+    CHECK_EQ_U(v, 3);
+    CHECK_EQ(cs__parse_size_unit("3GiB", &v), 0);
+    CHECK_EQ_U(v, 3ull << 30);
+    CHECK_EQ(cs__parse_size_unit("0", &v), 0);
+    CHECK_EQ_U(v, 0);
+    CHECK_EQ(cs__parse_size_unit("4x", &v), -EINVAL);
+}
+
+static void lists(void)
+{
+    char *items[4];
+    char ok[] = "1GiB,2GiB,3GiB";
+    CHECK_EQ(cs__split_list(ok, items, 4), 3);
+    CHECK_STREQ(items[0], "1GiB");
+    CHECK_STREQ(items[2], "3GiB");
+    char one[] = "25";
+    CHECK_EQ(cs__split_list(one, items, 4), 1);
+    CHECK_STREQ(items[0], "25");
+    /* Finding 8: an empty field shifted "3" onto device 2. */
+    const char *holes[] = {"1GiB,2GiB,,3", ",1g", "1g,", "", ",", "1g,,", NULL};
+    for (int i = 0; holes[i]; i++) {
+        char buf[32];
+        strcpy(buf, holes[i]);
+        if (cs__split_list(buf, items, 4) != -EINVAL) {
+            fprintf(stderr, "list '%s' was accepted\n", holes[i]);
+            exit(1);
+        }
+    }
+    char many[] = "1,2,3,4,5";
+    CHECK_EQ(cs__split_list(many, items, 4), -E2BIG);
+}
+
+static void log_levels(void)
+{
+    int l;
+    const char *ok[][2] = {{"error", "0"}, {"warn", "1"}, {"info", "2"}, {"debug", "3"}};
+    for (int i = 0; i < 4; i++) {
+        CHECK_EQ(cs__log_parse_level(ok[i][0], &l), 0);
+        CHECK_EQ(l, i);
+        CHECK_EQ(cs__log_parse_level(ok[i][1], &l), 0);
+        CHECK_EQ(l, i);
+    }
+    CHECK_EQ(cs__log_parse_level("WARNING", &l), 0);
+    CHECK_EQ(l, CS_LOG_WARN);
+    const char *bad[] = {"garbage", "4", "-1", "warn ", "verbose", "", NULL};
+    for (int i = 0; bad[i]; i++)
+        CHECK_EQ(cs__log_parse_level(bad[i], &l), -EINVAL);
 }
 
 static void table(void)
 {
     struct cs_config c;
-    const struct kv ok[] = {{"CUDA_DEVICE_MEMORY_LIMIT", "8g"},
-                            {"CUDA_DEVICE_MEMORY_LIMIT_1", "2g"},
-                            {"CUDA_DEVICE_SM_LIMIT", "25"},
-                            {"CUDA_DEVICE_SM_LIMIT_2", "100"},
-                            {"GPU_CORE_UTILIZATION_POLICY", "FORCE"},
-                            {"CUDA_TASK_PRIORITY", "-3"},
-                            {"CUDA_DEVICE_MEMORY_SHARED_CACHE", "/tmp/x.ledger"},
-                            {"LIBVGPU_HOSTPID_BROKER", "1"},
-                            {"CUSHARE_HAMI_SIGNALS", "1"},
-                            {"CUSHARE_BOARD", "/tmp/board"},
-                            {"CUSHARE_SM_BURST_US", "4000"},
-                            {"CUSHARE_SM_SHARE", "time"},
-                            {NULL, NULL}};
+    const char *ok[] = {"CUDA_DEVICE_MEMORY_LIMIT=8g",
+                        "CUDA_DEVICE_MEMORY_LIMIT_1=2g",
+                        "CUDA_DEVICE_MEMORY_LIMIT_15=1g",
+                        "CUDA_DEVICE_SM_LIMIT=25",
+                        "CUDA_DEVICE_SM_LIMIT_2=100",
+                        "GPU_CORE_UTILIZATION_POLICY=FORCE",
+                        "CUDA_TASK_PRIORITY=-3",
+                        "CUDA_DEVICE_MEMORY_SHARED_CACHE=/tmp/x.ledger",
+                        "LIBVGPU_HOSTPID_BROKER=1",
+                        "CUSHARE_HAMI_SIGNALS=1",
+                        "CUSHARE_BOARD=/tmp/board",
+                        "CUSHARE_SM_BURST_US=4000",
+                        "CUSHARE_SM_SHARE=time",
+                        "CUSHARE_LOG_LEVEL=debug",
+                        "CUSHARE_LEDGER_TRUST=directory",
+                        "UNRELATED=x",
+                        NULL};
     CHECK_EQ(parse(&c, ok), 0);
     CHECK_EQ_U(cs__config_mem_limit(&c, 0), 8ull << 30);
     CHECK_EQ_U(cs__config_mem_limit(&c, 1), 2ull << 30);
+    CHECK_EQ_U(cs__config_mem_limit(&c, 15), 1ull << 30);
     CHECK_EQ(cs__config_sm_limit(&c, 0), 25);
     CHECK_EQ(cs__config_sm_limit(&c, 2), 0); /* 100 % is no limit */
     CHECK_EQ(c.policy, CS_POLICY_FORCE);
@@ -78,37 +139,56 @@ static void table(void)
     CHECK_STREQ(c.board_path, "/tmp/board");
     CHECK_EQ(c.sm_burst_us, 4000);
     CHECK(c.sm_share_time);
+    CHECK_EQ(c.log_level, CS_LOG_DEBUG);
+    CHECK(c.ledger_trust_dir);
 
-    /* Each malformed value alone fails the whole parse. */
-    const struct kv bad[][2] = {
-        {{"CUDA_DEVICE_MEMORY_LIMIT", "4x"}, {NULL, NULL}},
-        {{"CUDA_DEVICE_MEMORY_LIMIT_3", "lots"}, {NULL, NULL}},
-        {{"CUDA_DEVICE_SM_LIMIT", "101"}, {NULL, NULL}},
-        {{"CUDA_DEVICE_SM_LIMIT_0", "25%"}, {NULL, NULL}},
-        {{"GPU_CORE_UTILIZATION_POLICY", "sometimes"}, {NULL, NULL}},
-        {{"CUDA_TASK_PRIORITY", "high"}, {NULL, NULL}},
-        {{"CUDA_DEVICE_MEMORY_SHARED_CACHE", "relative/path"}, {NULL, NULL}},
-        {{"LIBVGPU_HOSTPID_BROKER", "yes"}, {NULL, NULL}},
-        {{"CUSHARE_HAMI_SIGNALS", "2"}, {NULL, NULL}},
-        {{"CUSHARE_BOARD", "board"}, {NULL, NULL}},
-        {{"CUSHARE_SM_BURST_US", "50"}, {NULL, NULL}},
-        {{"CUSHARE_SM_BURST_US", "4ms"}, {NULL, NULL}},
-        {{"CUSHARE_SM_SHARE", "clock"}, {NULL, NULL}},
+    const char *bad[] = {
+        "CUDA_DEVICE_MEMORY_LIMIT=4x",
+        "CUDA_DEVICE_MEMORY_LIMIT_3=lots",
+        "CUDA_DEVICE_SM_LIMIT=101",
+        "CUDA_DEVICE_SM_LIMIT_0=25%",
+        "GPU_CORE_UTILIZATION_POLICY=sometimes",
+        "CUDA_TASK_PRIORITY=high",
+        "CUDA_DEVICE_MEMORY_SHARED_CACHE=relative/path",
+        "LIBVGPU_HOSTPID_BROKER=yes",
+        "CUSHARE_HAMI_SIGNALS=2",
+        "CUSHARE_BOARD=board",
+        "CUSHARE_SM_BURST_US=50",
+        "CUSHARE_SM_BURST_US=4ms",
+        "CUSHARE_SM_SHARE=clock",
+        "CUSHARE_LEDGER_TRUST=any",
+        /* Finding 8: a bad log level and per-device names that name no
+         * device we manage were accepted without a word. */
+        "CUSHARE_LOG_LEVEL=garbage",
+        "CUDA_DEVICE_MEMORY_LIMIT_16=1g",
+        "CUDA_DEVICE_SM_LIMIT_16=10",
+        "CUDA_DEVICE_MEMORY_LIMIT_99999999999999999999=1g",
+        "CUDA_DEVICE_MEMORY_LIMIT_01=1g",
+        "CUDA_DEVICE_MEMORY_LIMIT_-1=1g",
+        "CUDA_DEVICE_MEMORY_LIMIT_+1=1g",
+        "CUDA_DEVICE_MEMORY_LIMIT_x=1g",
+        "CUDA_DEVICE_MEMORY_LIMIT_=1g",
+        NULL,
     };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-        if (parse(&c, bad[i]) != -EINVAL) {
-            fprintf(stderr, "%s=%s was accepted\n", bad[i][0].k, bad[i][0].v);
-            exit(1);
-        }
+    refused(bad);
+
     /* An empty value is unset (HAMi's behaviour), not an error. */
-    const struct kv empty[] = {{"CUDA_DEVICE_MEMORY_LIMIT", ""}, {NULL, NULL}};
+    const char *empty[] = {"CUDA_DEVICE_MEMORY_LIMIT=", "CUSHARE_LOG_LEVEL=",
+                           "CUDA_DEVICE_SM_LIMIT_16=", NULL};
     CHECK_EQ(parse(&c, empty), 0);
     CHECK_EQ_U(cs__config_mem_limit(&c, 0), 0);
+    CHECK_EQ(c.log_level, CS_LOG_WARN);
+    /* The first entry of a name counts, as for getenv. */
+    const char *twice[] = {"CUDA_DEVICE_MEMORY_LIMIT=1g", "CUDA_DEVICE_MEMORY_LIMIT=2g", NULL};
+    CHECK_EQ(parse(&c, twice), 0);
+    CHECK_EQ_U(cs__config_mem_limit(&c, 0), 1ull << 30);
 }
 
 int main(void)
 {
     sizes();
+    lists();
+    log_levels();
     table();
     printf("configuration parses strictly\n");
     return 0;
