@@ -3,6 +3,12 @@
 
 #include <stddef.h>
 
+/* The node-wide directory HAMi's device plugin mounts into every container
+ * (world-writable and sticky, like /tmp): the node board and the broker's
+ * socket directory live in it. Whoever creates it makes it 1777. */
+#define CS_NODE_DIR "/tmp/vgpulock"
+#define CS_NODE_DIR_MODE 01777
+
 /* Splits `path` at its last '/': writes the directory to dir ("." when
  * there is no slash, "/" for a file in the root) and points *base (when
  * not NULL) at the last component inside `path`. The one place that knows

@@ -133,7 +133,21 @@ static int split_dir(const char *path, char *dir, size_t dirsz)
     return 0;
 }
 
-/* Creates missing ancestors 0755 (like mkdir -p). The protected directory
+/* Creates a missing ancestor: 0755, except the node directory, which
+ * tenants of every user share (their board files live there): 1777 as
+ * HAMi makes it, set explicitly so the umask cannot narrow it. */
+static int make_ancestor(const char *path)
+{
+    bool node = strcmp(path, CS_NODE_DIR) == 0;
+    mode_t mode = node ? CS_NODE_DIR_MODE : 0755;
+    if (mkdir(path, mode) != 0)
+        return errno == EEXIST ? 0 : -errno;
+    if (node && chmod(path, mode) != 0)
+        return -errno;
+    return 0;
+}
+
+/* Creates missing ancestors (like mkdir -p). The protected directory
  * itself is checked separately, whoever created it. */
 static int make_parents(const char *dir)
 {
@@ -143,8 +157,9 @@ static int make_parents(const char *dir)
         if (*p != '/')
             continue;
         *p = '\0';
-        if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
-            return -errno;
+        int rc = make_ancestor(tmp);
+        if (rc)
+            return rc;
         *p = '/';
     }
     return 0;

@@ -28,6 +28,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "core/path.h"
 #include "cushare/ledger.h"
 
 /* ------------------------------------------------------------------------ */
@@ -99,7 +100,7 @@ const char *cs__hpid_status_name(unsigned status);
 /* ------------------------------------------------------------------------ */
 
 #ifndef CS_BROKER_SOCKET_PATH
-#define CS_BROKER_SOCKET_PATH "/tmp/vgpulock/hostpid/broker.sock"
+#define CS_BROKER_SOCKET_PATH CS_NODE_DIR "/hostpid/broker.sock"
 #endif
 #define CS_BROKER_TIMEOUT_MS 500        /* whole exchange: connect .. EOF */
 

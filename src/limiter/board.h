@@ -44,11 +44,13 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/path.h"
+
 #define CS_BOARD_MAGIC "CUSHBRD2"
 #define CS_BOARD_VERSION 2u
 #define CS_BOARD_ENTRIES 512u              /* per user: the quota */
 #define CS_BOARD_MAX_USERS 64              /* user files a reader reads */
-#define CS_BOARD_DEFAULT_PATH "/tmp/vgpulock/cushare-board"
+#define CS_BOARD_DEFAULT_PATH CS_NODE_DIR "/cushare-board"
 #define CS_BOARD_STALE_NS 60000000000ll    /* unposted for 60 s: free */
 #define CS_BOARD_FUTURE_NS 1000000000ll    /* seen further ahead: garbage */
 #define CS_BOARD_BUSY_HOLD_NS 300000000ll  /* busy until seen + 300 ms at most */

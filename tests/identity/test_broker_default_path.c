@@ -8,6 +8,7 @@
  */
 #include "id_test.h"
 #include <sched.h>
+#include <sys/stat.h>
 
 struct shared {
     int rc, tier;
@@ -51,9 +52,17 @@ int main(void)
 {
     id_require_root();
     struct shared *sh = id_shared(sizeof *sh);
+    struct stat node;
+    const bool node_missing = lstat(CS_NODE_DIR, &node) != 0 && errno == ENOENT;
     struct cs_broker_server *srv = NULL;
     int rc = cs__broker_server_open(NULL, &srv);   /* all defaults */
     CHECK(rc == 0 || rc == -EBUSY);
+    if (node_missing) {
+        /* The broker made the node directory: every user's tenants must be
+         * able to keep their board files there (1777, as HAMi makes it). */
+        CHECK(lstat(CS_NODE_DIR, &node) == 0);
+        CHECK_EQ(node.st_mode & 07777, CS_NODE_DIR_MODE);
+    }
     int stop[2];
     pthread_t t;
     struct id_broker b = {0};
