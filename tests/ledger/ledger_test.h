@@ -220,4 +220,18 @@ static inline void lt_write_full(int fd, const void *buf, size_t len)
     CHECK_EQ(write(fd, buf, len), (int64_t)len);
 }
 
+/* Parent side of a helper's ready/go handshake: keeps the ends the parent
+ * uses, waits (bounded) for the helper's "ready" byte, and hands back the
+ * write end of `go` that releases it. Returns pid. */
+static inline pid_t lt_helper_ready(pid_t pid, int ready[2], int go[2], int *go_fd)
+{
+    close(ready[1]);
+    close(go[0]);
+    char c;
+    lt_read_full(ready[0], &c, 1, 10);
+    close(ready[0]);
+    *go_fd = go[1];
+    return pid;
+}
+
 #endif

@@ -69,13 +69,7 @@ static pid_t live_holder(struct cs_ledger *l, uint64_t bytes, int *go_fd)
         cs__ledger_leave(l);
         _exit(0);
     }
-    close(ready[1]);
-    close(go[0]);
-    char c;
-    lt_read_full(ready[0], &c, 1, 10);
-    close(ready[0]);
-    *go_fd = go[1];
-    return pid;
+    return lt_helper_ready(pid, ready, go, go_fd);
 }
 
 /* The reap after a death in `w` returns the slot's bytes and heals the

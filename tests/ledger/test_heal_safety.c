@@ -51,13 +51,7 @@ static pid_t stop_half_way(struct cs_ledger *l, enum step what, int *go_fd)
         cs__ledger_leave(l);
         _exit(0);
     }
-    close(ready[1]);
-    close(go[0]);
-    char c;
-    lt_read_full(ready[0], &c, 1, 10);
-    close(ready[0]);
-    *go_fd = go[1];
-    return pid;
+    return lt_helper_ready(pid, ready, go, go_fd);
 }
 
 /* A reap (with its heal) and a claim of another process while `pid` is

@@ -81,13 +81,7 @@ static pid_t holder(struct cs_ledger *l, int *go_fd)
         cs__ledger_leave(l);
         _exit(0);
     }
-    close(ready[1]);
-    close(go[0]);
-    char c;
-    lt_read_full(ready[0], &c, 1, 10);
-    close(ready[0]);
-    *go_fd = go[1];
-    return pid;
+    return lt_helper_ready(pid, ready, go, go_fd);
 }
 
 int main(void)
