@@ -412,6 +412,8 @@ for ((t = 0; t < 4; t++)); do
   say "tenant ${tenant_names[$t]}: used $(mib "$used") slots $(mib "$slots") device $(mib "$expected")" \
     "live $nlive dead $ndead reaped $(jq '.reaped' <<<"$j") peak $(mib "$(jq '.devices[0].peak' <<<"$j")")" \
     "limit $(mib "$(jq '.devices[0].limit' <<<"$j")")"
+  peak=$(jq '.devices[0].peak' <<<"$j") limit=$(jq '.devices[0].limit' <<<"$j")
+  ((peak <= limit)) || violation "tenant ${tenant_names[$t]}: peak $peak above the budget $limit"
   ((used == slots)) || violation "tenant ${tenant_names[$t]}: ledger used $used != sum of slots $slots"
   ((used == expected)) || violation "tenant ${tenant_names[$t]}: ledger used $used != device usage of its processes $expected"
   ((mism == 0)) || violation "tenant ${tenant_names[$t]}: $mism processes whose slot differs from the device"
