@@ -17,6 +17,9 @@
  * --count launches exactly N kernels instead of running for --secs.
  * --mode capture captures graphs under the limiter in every capture mode
  * (capture_check below), then replays the last one for --secs.
+ * --mode churn (scripts/soak.sh) allocates and frees random sizes and
+ * launches until a stop file appears (churn_loop below):
+ *   --max-kib K --hold N --launches L --stop FILE --pause FILE --ack DIR
  */
 #define _GNU_SOURCE
 #define __CUDA_API_VERSION_INTERNAL 1
@@ -448,6 +451,163 @@ static int capture_check(CUfunction fn, unsigned blocks, double secs, unsigned s
     return 0;
 }
 
+/* ---- churn (scripts/soak.sh) ---------------------------------------------- */
+
+struct churn_opts {
+    unsigned max_kib, hold, launches, blocks, sync_every, gap_us;
+    const char *stop, *pause, *ack;
+};
+
+static int exists(const char *path)
+{
+    return path && access(path, F_OK) == 0;
+}
+
+static void sleep_us(unsigned us)
+{
+    struct timespec ts = {.tv_sec = us / 1000000, .tv_nsec = (long)(us % 1000000) * 1000};
+    nanosleep(&ts, NULL);
+}
+
+/* While the pause file exists: hold everything, touch nothing, and say so
+ * once in ACK/<pid> (the soak compares the ledger with the device then).
+ * Returns when it is gone or the stop file appears. */
+static void churn_pause(const struct churn_opts *o)
+{
+    if (!exists(o->pause))
+        return;
+    char ack[4200];
+    snprintf(ack, sizeof ack, "%s/%d", o->ack, (int)getpid());
+    FILE *f = fopen(ack, "w");
+    if (f)
+        fclose(f);
+    while (exists(o->pause) && !exists(o->stop))
+        sleep_us(20000);
+}
+
+/* The primary context, retried while the tenant's budget has no room for
+ * it (a refusal is the budget working, not a failure of this process). */
+static CUcontext churn_context(CUdevice dev, const struct churn_opts *o, uint64_t *refused)
+{
+    CUcontext ctx = NULL;
+    for (;;) {
+        CUresult r = cuDevicePrimaryCtxRetain(&ctx, dev);
+        if (r == CUDA_SUCCESS)
+            return ctx;
+        if (r != CUDA_ERROR_OUT_OF_MEMORY) {
+            fprintf(stderr, "worker %d: cuDevicePrimaryCtxRetain failed: %d\n", (int)getpid(),
+                    (int)r);
+            exit(3);
+        }
+        ++*refused;
+        churn_pause(o);
+        if (exists(o->stop))
+            return NULL;
+        sleep_us(20000);
+    }
+}
+
+/* Allocation churn and launches under the tenant's budget and share:
+ * each round allocates a random size (linear, pitched or managed) while
+ * fewer than --hold are held, else frees a random one, memsets one, makes
+ * --launches kernel launches and now and then asks for the memory view.
+ * A refusal for lack of budget (CUDA_ERROR_OUT_OF_MEMORY) is expected and
+ * counted; any other failure exits 3. On the stop file everything is freed
+ * and the process exits 0 with one summary line on stdout. */
+static int churn_loop(CUdevice dev, const struct churn_opts *o)
+{
+    uint64_t ctx_refused = 0, allocs = 0, refused = 0, frees = 0, launches = 0, rounds = 0;
+    unsigned seed = (unsigned)getpid() ^ (unsigned)now_ns();
+    CUcontext ctx = churn_context(dev, o, &ctx_refused);
+    if (!ctx) {
+        printf("churn pid %d: stopped before it had a context (%llu refused)\n", (int)getpid(),
+               (unsigned long long)ctx_refused);
+        return 0;
+    }
+    CK(cuCtxSetCurrent(ctx));
+    CUmodule mod;
+    CUfunction fn;
+    CK(cuModuleLoadData(&mod, "fake"));
+    CK(cuModuleGetFunction(&fn, mod, "k"));
+    enum { MAXHOLD = 64 };
+    struct {
+        CUdeviceptr p;
+        size_t bytes;
+        int linear;
+    } held[MAXHOLD];
+    unsigned n = 0, hold = o->hold > MAXHOLD ? MAXHOLD : o->hold;
+    const size_t max_bytes = (size_t)(o->max_kib ? o->max_kib : 1) * 1024;
+    while (!exists(o->stop)) {
+        churn_pause(o);
+        rounds++;
+        unsigned r = (unsigned)rand_r(&seed);
+        if (n < hold && (n == 0 || r % 100 < 55)) {
+            size_t bytes = 1 + (size_t)rand_r(&seed) % max_bytes;
+            unsigned kind = (unsigned)rand_r(&seed) % 100;
+            CUdeviceptr p = 0;
+            CUresult res;
+            if (kind < 70) {
+                res = cuMemAlloc_v2(&p, bytes);
+            } else if (kind < 85) {
+                size_t pitch = 0, height = 1 + bytes / 65536, width = 1 + bytes / height;
+                res = cuMemAllocPitch_v2(&p, &pitch, width, height, 4);
+            } else {
+                res = cuMemAllocManaged(&p, bytes, CU_MEM_ATTACH_GLOBAL);
+            }
+            if (res == CUDA_ERROR_OUT_OF_MEMORY) {
+                refused++;
+            } else if (res != CUDA_SUCCESS) {
+                fprintf(stderr, "worker %d: allocation of %zu bytes (kind %u) failed: %d\n",
+                        (int)getpid(), bytes, kind, (int)res);
+                exit(3);
+            } else {
+                held[n].p = p;
+                held[n].bytes = bytes;
+                held[n].linear = kind < 70;
+                n++;
+                allocs++;
+            }
+        } else if (n > 0) {
+            unsigned i = (unsigned)rand_r(&seed) % n;
+            CK(cuMemFree_v2(held[i].p));
+            held[i] = held[--n];
+            frees++;
+        }
+        for (unsigned i = 0; i < n; i++)
+            if (held[i].linear && held[i].bytes >= 4) {
+                size_t words = held[i].bytes / 4 > 65536 ? 65536 : held[i].bytes / 4;
+                CK(cuMemsetD32_v2(held[i].p, 1, words));
+                break;
+            }
+        for (unsigned i = 0; i < o->launches; i++) {
+            CK(cuLaunchKernel(fn, o->blocks, 1, 1, 128, 1, 1, 0, NULL, NULL, NULL));
+            launches++;
+            if (o->sync_every && launches % o->sync_every == 0)
+                CK(cuStreamSynchronize(NULL));
+        }
+        if (rounds % 16 == 0) {
+            size_t free_b, total_b;
+            CK(cuMemGetInfo_v2(&free_b, &total_b));
+        }
+        if (o->gap_us)
+            sleep_us(o->gap_us);
+    }
+    CK(cuCtxSynchronize());
+    while (n > 0) {
+        CK(cuMemFree_v2(held[--n].p));
+        frees++;
+    }
+    struct cushare_limiter_stats ls;
+    read_stats(&ls);
+    printf("churn pid %d: rounds %llu allocs %llu refused %llu frees %llu launches %llu "
+           "ctx_refused %llu paced %llu sleeps %llu sleep_ms %llu\n",
+           (int)getpid(), (unsigned long long)rounds, (unsigned long long)allocs,
+           (unsigned long long)refused, (unsigned long long)frees, (unsigned long long)launches,
+           (unsigned long long)ctx_refused, (unsigned long long)ls.paced_launches,
+           (unsigned long long)ls.sleeps, (unsigned long long)(ls.sleep_ns / 1000000));
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     double secs = 2;
@@ -455,6 +615,7 @@ int main(int argc, char **argv)
     const char *path = "cuLaunchKernel", *out = NULL, *mode = "launch";
     int use_stream = 0;
     long long count = 0;
+    struct churn_opts churn = {.max_kib = 16384, .hold = 4, .launches = 4};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
         if (!strcmp(a, "--secs"))
@@ -477,6 +638,18 @@ int main(int argc, char **argv)
             count = atoll(v), i++;
         else if (!strcmp(a, "--stream"))
             use_stream = 1;
+        else if (!strcmp(a, "--max-kib"))
+            churn.max_kib = (unsigned)atoi(v), i++;
+        else if (!strcmp(a, "--hold"))
+            churn.hold = (unsigned)atoi(v), i++;
+        else if (!strcmp(a, "--launches"))
+            churn.launches = (unsigned)atoi(v), i++;
+        else if (!strcmp(a, "--stop"))
+            churn.stop = v, i++;
+        else if (!strcmp(a, "--pause"))
+            churn.pause = v, i++;
+        else if (!strcmp(a, "--ack"))
+            churn.ack = v, i++;
         else {
             fprintf(stderr, "worker: unknown argument %s\n", a);
             return 2;
@@ -505,6 +678,16 @@ int main(int argc, char **argv)
     CUcontext ctx;
     CK(cuInit(0));
     CK(cuDeviceGet(&dev, (int)device));
+    if (!strcmp(mode, "churn")) {
+        if (!churn.stop || !churn.pause || !churn.ack) {
+            fprintf(stderr, "worker: --mode churn needs --stop, --pause and --ack\n");
+            return 2;
+        }
+        churn.blocks = blocks;
+        churn.sync_every = sync_every;
+        churn.gap_us = gap_us;
+        return churn_loop(dev, &churn);
+    }
     CK(cuDevicePrimaryCtxRetain(&ctx, dev));
     CK(cuCtxSetCurrent(ctx));
     CUmodule mod;

@@ -1,0 +1,7 @@
+# scripts/soak.sh's helper (not a test; the soak is not run in CI): reads the
+# simulated device through the fake NVML and plays the attacker's idle broker
+# connections.
+add_executable(soak_probe soak/soak_probe.c)
+target_link_libraries(soak_probe PRIVATE fakecuda_nvml)
+target_include_directories(soak_probe PRIVATE ${CMAKE_SOURCE_DIR}/tests)
+set_target_properties(soak_probe PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR})
