@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/fork.h"
 #include "core/log.h"
 #include "core/userdir.h"
 #include "cushare/phases.h"
@@ -118,8 +119,7 @@ static void on_exit_leave(void)
  * the child's to do again from the start. */
 static void on_fork_child(void)
 {
-    static const pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
-    memcpy(&init_mutex, &fresh, sizeof fresh);
+    cs__mutex_reset(&init_mutex);
     if (cs_rt.ledger.fd >= 0) {
         int own = cs__ledger_reopen_fd(cs_rt.ledger.fd, cs_rt.ledger.read_only ? O_RDONLY
                                                                                : O_RDWR);

@@ -34,6 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/fork.h"
 #include "core/log.h"
 
 #define BACKOFF_MIN_US 1000u
@@ -79,13 +80,12 @@ static void atfork_parent(void)
  * parent's. Reset the local state to "free" and demand a reopen. */
 static void atfork_child(void)
 {
-    static const pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
     for (struct cs_postinit_lock *l = registry; l; l = l->next) {
-        memcpy(&l->mu, &fresh, sizeof fresh);
+        cs__mutex_reset(&l->mu);
         l->held = false;
         l->stale = true;
     }
-    memcpy(&registry_mu, &fresh, sizeof fresh);
+    cs__mutex_reset(&registry_mu);
 }
 
 static void install_atfork(void)

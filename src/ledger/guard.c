@@ -50,6 +50,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "core/fork.h"
 #include "core/log.h"
 #include "ledger/ledger.h"
 
@@ -235,6 +236,5 @@ bool cs__ledger_usable(const struct cs_ledger *l)
 
 void cs__ledger_guard_atfork_child(void)
 {
-    pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
-    memcpy(&guard_mu, &fresh, sizeof fresh);
+    cs__mutex_reset(&guard_mu);
 }

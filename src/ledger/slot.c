@@ -41,6 +41,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/fork.h"
 #include "core/log.h"
 
 #define SUBSYS "ledger"
@@ -50,8 +51,7 @@ static pthread_mutex_t slot_mu = PTHREAD_MUTEX_INITIALIZER;
 void cs__ledger_slots_atfork_child(void)
 {
     /* Another parent thread may have held it at fork: start over. */
-    pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
-    memcpy(&slot_mu, &fresh, sizeof fresh);
+    cs__mutex_reset(&slot_mu);
 }
 
 #define LOAD(p) __atomic_load_n((p), __ATOMIC_SEQ_CST)

@@ -27,6 +27,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/fork.h"
 #include "core/log.h"
 #include "limiter/internal.h"
 
@@ -102,8 +103,7 @@ void cs__lim_atfork_child(void)
     cs__watch_atfork_child();
     cs__capture_atfork_child();
     cs__suspend_atfork_child();
-    static const pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
-    memcpy(&arm_mu, &fresh, sizeof fresh);
+    cs__mutex_reset(&arm_mu);
     memset(&cs__lim_stats, 0, sizeof cs__lim_stats);
     cs__lim_stats.version = 2;
     __atomic_store_n(&arm_decided, 0, __ATOMIC_RELEASE);
@@ -117,13 +117,13 @@ static void reset_all(void)
         for (int i = 0; i < D->nstreams; i++)
             free(D->streams[i]);
         memset(D, 0, sizeof *D);
-        pthread_mutex_init(&D->mu, NULL);
+        cs__mutex_reset(&D->mu);
     }
     for (int i = 0; i < CS_LIM_CTXS; i++) {
         free(ctxs[i].pool);
         memset(&ctxs[i], 0, sizeof ctxs[i]);
     }
-    pthread_mutex_init(&ctx_mu, NULL);
+    cs__mutex_reset(&ctx_mu);
     cs__tenant_reset();
 }
 

@@ -35,6 +35,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/fork.h"
 #include "core/log.h"
 #include "limiter/internal.h"
 #include "mem/admit.h"
@@ -51,8 +52,7 @@ void cs__suspend_atfork_child(void)
     /* Only the forking thread exists in the child, and it is not parked;
      * a parent thread may have held park_mu. The child claims a slot of
      * its own, whose run_state starts at 0. */
-    static const pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
-    memcpy(&park_mu, &fresh, sizeof fresh);
+    cs__mutex_reset(&park_mu);
     parked = 0;
 }
 

@@ -16,6 +16,7 @@
  */
 #include <string.h>
 
+#include "core/fork.h"
 #include "limiter/internal.h"
 
 static struct {
@@ -31,7 +32,7 @@ static struct {
 
 void cs__tenant_reset(void)
 {
-    pthread_mutex_init(&T.mu, NULL);
+    cs__mutex_reset(&T.mu);
     T.n = 0;
     memset(T.others, 0, sizeof T.others);
 }

@@ -46,6 +46,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/fork.h"
 #include "core/log.h"
 #include "identity/identity.h"
 #include "limiter/board.h"
@@ -108,8 +109,8 @@ static struct {
 
 void cs__watch_atfork_child(void)
 {
-    pthread_mutex_init(&watch_mu, NULL);
-    pthread_mutex_init(&run_mu, NULL);
+    cs__mutex_reset(&watch_mu);
+    cs__mutex_reset(&run_mu);
     watch_started = false;
     stopping = false;
     cs__board_close(W.board);

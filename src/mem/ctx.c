@@ -47,6 +47,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/fork.h"
 #include "core/log.h"
 #include "core/uuid.h"
 #include "identity/identity.h"
@@ -85,8 +86,7 @@ static uint64_t last_cost[CS_MAX_DEVICES][2];
  * Called by init.c's fork handler, with every other module's reset. */
 void cs__mem_atfork_child(void)
 {
-    static const pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
-    memcpy(&ctx_mu, &fresh, sizeof fresh);
+    cs__mutex_reset(&ctx_mu);
     memset(table, 0, sizeof table);
     cs__track_reset();
     cs__pools_atfork_child();

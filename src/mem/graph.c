@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "core/fork.h"
 #include "core/log.h"
 #include "mem/admit.h"
 
@@ -46,8 +47,7 @@ void cs__graph_atfork_child(void)
 {
     /* The parent's graph memory is the parent's; a parent thread may have
      * held the lock at fork. */
-    static const pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
-    memcpy(&graph_lock, &fresh, sizeof fresh);
+    cs__mutex_reset(&graph_lock);
     memset(graph_charged, 0, sizeof graph_charged);
 }
 

@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "core/fork.h"
 #include "core/log.h"
 #include "limiter/capture.h"
 #include "mem/admit.h"
@@ -25,8 +26,7 @@ void cs__pools_atfork_child(void)
 {
     /* A parent thread may have held it at fork; the records it guards are
      * dropped with the rest of the parent's (cs__track_reset). */
-    static const pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
-    memcpy(&settle_lock, &fresh, sizeof fresh);
+    cs__mutex_reset(&settle_lock);
 }
 
 /* The driver forbids pool attribute reads to a thread in GLOBAL capture

@@ -5,6 +5,8 @@
 #include <stdbool.h>
 #include <stdlib.h>
 
+#include "core/fork.h"
+
 #define STRIPES 64
 
 /* A record in a stripe's list, or (taken out) in a batch. */
@@ -182,7 +184,7 @@ void cs__track_batch_free(struct cs_track_batch *b)
 void cs__track_reset(void)
 {
     for (int i = 0; i < STRIPES; i++) {
-        pthread_mutex_init(&stripes[i].lock, NULL);
+        cs__mutex_reset(&stripes[i].lock);
         struct cs_track_node *n = stripes[i].head;
         stripes[i].head = NULL;
         while (n) {
