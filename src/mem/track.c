@@ -172,25 +172,26 @@ void cs__track_batch_restore(struct cs_track_batch *b)
     }
 }
 
+static void free_list(struct cs_track_node *n)
+{
+    while (n) {
+        struct cs_track_node *next = n->next;
+        free(n);
+        n = next;
+    }
+}
+
 void cs__track_batch_free(struct cs_track_batch *b)
 {
-    while (b->head) {
-        struct cs_track_node *n = b->head;
-        b->head = n->next;
-        free(n);
-    }
+    free_list(b->head);
+    b->head = NULL;
 }
 
 void cs__track_reset(void)
 {
     for (int i = 0; i < STRIPES; i++) {
         cs__mutex_reset(&stripes[i].lock);
-        struct cs_track_node *n = stripes[i].head;
+        free_list(stripes[i].head);
         stripes[i].head = NULL;
-        while (n) {
-            struct cs_track_node *next = n->next;
-            free(n);
-            n = next;
-        }
     }
 }
