@@ -220,6 +220,23 @@ static inline void lt_write_full(int fd, const void *buf, size_t len)
     CHECK_EQ(write(fd, buf, len), (int64_t)len);
 }
 
+/* Forks a helper process of the tenant for a ready/go handshake: in the
+ * child (return 0) it holds the write end of `ready` and the read end of
+ * `go`, has its own ledger description and a claimed slot. */
+static inline pid_t lt_helper_fork(struct cs_ledger *l, int ready[2], int go[2])
+{
+    CHECK(pipe(ready) == 0 && pipe(go) == 0);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        close(ready[0]);
+        close(go[1]);
+        CHECK_EQ(cs__ledger_after_fork(l), 0);
+        CHECK_EQ(cs__ledger_claim(l), 0);
+    }
+    return pid;
+}
+
 /* Parent side of a helper's ready/go handshake: keeps the ends the parent
  * uses, waits (bounded) for the helper's "ready" byte, and hands back the
  * write end of `go` that releases it. Returns pid. */

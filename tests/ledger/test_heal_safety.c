@@ -20,14 +20,8 @@ enum step { CHARGE, RELEASE };
 static pid_t stop_half_way(struct cs_ledger *l, enum step what, int *go_fd)
 {
     int ready[2], go[2];
-    CHECK(pipe(ready) == 0 && pipe(go) == 0);
-    pid_t pid = fork();
-    CHECK(pid >= 0);
+    pid_t pid = lt_helper_fork(l, ready, go);
     if (pid == 0) {
-        close(ready[0]);
-        close(go[1]);
-        CHECK_EQ(cs__ledger_after_fork(l), 0);
-        CHECK_EQ(cs__ledger_claim(l), 0);
         struct cs_ledger_slot *s = cs__ledger_my_slot(l);
         uint64_t *used = &l->hdr->dev[0].used;
         if (what == RELEASE)

@@ -65,14 +65,8 @@ static int dead_slots(const struct cs_ledger *l)
 static pid_t holder(struct cs_ledger *l, int *go_fd)
 {
     int ready[2], go[2];
-    CHECK(pipe(ready) == 0 && pipe(go) == 0);
-    pid_t pid = fork();
-    CHECK(pid >= 0);
+    pid_t pid = lt_helper_fork(l, ready, go);
     if (pid == 0) {
-        close(ready[0]);
-        close(go[1]);
-        CHECK_EQ(cs__ledger_after_fork(l), 0);
-        CHECK_EQ(cs__ledger_claim(l), 0);
         CHECK_EQ(cs__ledger_reserve(l, 0, CS_MEM_DATA, 100 * MiB), 0);
         lt_write_full(ready[1], "r", 1);
         char c;
