@@ -1,16 +1,17 @@
 /*
- * cushare ledger ABI, layout version 2.
+ * cushare ledger ABI, layout version 3.
  *
  * The ledger is the file named by CUDA_DEVICE_MEMORY_SHARED_CACHE. Every
  * process of one tenant maps it MAP_SHARED; monitors in other languages map
  * it read-only. This header is the whole contract: byte offsets are pinned by
  * static assertions below and by tests/ledger/test_abi.c (with the golden
- * header bytes in tests/ledger/golden_header_v1.hex), and any change to them
+ * header bytes in tests/ledger/golden_header_v3.hex), and any change to them
  * must bump CS_LEDGER_VERSION (see docs/ledger.md).
  *
  * File layout:
  *   [0, CS_LEDGER_HEADER_SIZE)                        struct cs_ledger_header
  *   [header_size + i * slot_size, ... + slot_size)    struct cs_ledger_slot i
+ *   [CS_LEDGER_SHARE_BASE + j * 64, ... + 64)         struct cs_ledger_share j
  *   byte CS_LEDGER_LOCK_BASE + i                      OFD lock byte of slot i
  *                                                     (beyond EOF; never read)
  *   byte CS_LEDGER_LOCK_BASE - 1                      post-init (identity probe) lock
@@ -18,6 +19,8 @@
  *   byte CS_LEDGER_HEAL_LOCK                          held while healing the aggregates
  *   byte CS_LEDGER_KEEP_LOCK                          shared by owners of a file, taken
  *                                                     exclusively by whoever removes it
+ *   byte CS_LEDGER_SHARE_LOCK(j)                      read-locked by every process holding
+ *                                                     share j; write-locked to make or free it
  *
  * All multi-byte fields are native-endian (the ledger never leaves the host).
  * Fields marked "atomic" are only touched with C11/GCC atomic operations;
@@ -45,7 +48,7 @@
 #include <stdint.h>
 
 #define CS_LEDGER_MAGIC "CUSHLDG1"        /* 8 bytes, no terminator stored */
-#define CS_LEDGER_VERSION 2u
+#define CS_LEDGER_VERSION 3u
 #define CS_MAX_DEVICES 16
 #define CS_LEDGER_SLOTS 1024
 #define CS_LEDGER_HEADER_SIZE 4096u
@@ -61,6 +64,11 @@
  * byte exclusively and no slot lock is held (docs/ledger.md, "Private
  * ledgers"). */
 #define CS_LEDGER_KEEP_LOCK (CS_LEDGER_LOCK_BASE - 3u - CS_MAX_DEVICES)
+/* Device memory shared between processes (VMM exports, legacy IPC):
+ * docs/ledger.md, "Shares". */
+#define CS_LEDGER_SHARES 256
+#define CS_LEDGER_SHARE_KEYS 3
+#define CS_LEDGER_SHARE_LOCK(j) (CS_LEDGER_LOCK_BASE - 1024u - (uint64_t)(j))
 
 /* Categories of device memory charged to a slot (docs/accounting.md). */
 #define CS_MEM_CATEGORIES(X)                                                  \
@@ -172,6 +180,28 @@ struct cs_ledger_slot {
     uint8_t reserved1[2048 - 1992];
 };
 
+enum cs_share_state {
+    CS_SHARE_FREE = 0,
+    CS_SHARE_MAKING = 1,        /* being filled by the holder of its write lock */
+    CS_SHARE_LIVE = 2,
+};
+
+/* One piece of device memory that processes of the tenant share. While it
+ * is LIVE its bytes are counted in dev[dev].used and in no slot; it lives
+ * as long as any process holds a read lock on CS_LEDGER_SHARE_LOCK(j). */
+struct cs_ledger_share {
+    uint32_t state;             /*   0 atomic enum cs_share_state            */
+    uint32_t dev;               /*   4 device index                          */
+    uint32_t cat;               /*   8 enum cs_mem_category it was charged as */
+    uint32_t reserved0;         /*  12                                       */
+    uint64_t bytes;             /*  16 size of the memory                    */
+    uint64_t charged;           /*  24 atomic: bytes it holds in dev[].used  */
+    uint64_t key[CS_LEDGER_SHARE_KEYS]; /* 32 atomic: identities both sides
+                                 *      compute (exported fd's inode, IPC
+                                 *      handle hash); 0 = unused            */
+    uint64_t reserved1;         /*  56                                       */
+};
+
 #if defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
 #include <stddef.h>
 _Static_assert(sizeof(struct cs_ledger_header) == CS_LEDGER_HEADER_SIZE,
@@ -190,9 +220,13 @@ _Static_assert(offsetof(struct cs_ledger_slot, last_launch_ns) == 1728, "ABI");
 _Static_assert(offsetof(struct cs_ledger_slot, pending) == 1856, "ABI");
 _Static_assert(offsetof(struct cs_ledger_slot, op_seq) == 1984, "ABI");
 _Static_assert(CS_MEM_NCATEGORIES <= CS_MEM_CATEGORY_SLOTS, "ABI room");
+_Static_assert(sizeof(struct cs_ledger_share) == 64, "ledger share size is ABI");
+_Static_assert(offsetof(struct cs_ledger_share, charged) == 24, "ABI");
+_Static_assert(offsetof(struct cs_ledger_share, key) == 32, "ABI");
 #endif
 
-#define CS_LEDGER_FILE_SIZE \
+#define CS_LEDGER_SHARE_BASE \
     ((uint64_t)CS_LEDGER_HEADER_SIZE + (uint64_t)CS_LEDGER_SLOTS * 2048u)
+#define CS_LEDGER_FILE_SIZE (CS_LEDGER_SHARE_BASE + (uint64_t)CS_LEDGER_SHARES * 64u)
 
 #endif

@@ -12,7 +12,8 @@
  * bytes change; then pending[d] -= n (slot.c, account.c). The heal then
  *
  *   1. reads, slot by slot: op_seq, state, and for a slot that is not FREE
- *      pending[d] and then bytes[d][*]; held[d] sums pending + bytes;
+ *      pending[d] and then bytes[d][*]; held[d] sums pending + bytes, and
+ *      then what every share (share.c) has charged;
  *   2. reads used[d];
  *   3. reads every op_seq again and gives up if any changed;
  *   4. subtracts used[d] - held[d] from used[d] when that is positive.
@@ -90,6 +91,17 @@ static bool measure_held(const struct cs_ledger *l, uint32_t mask,
         for (int d = 0; d < CS_MAX_DEVICES; d++)
             if (mask & (1u << d))
                 held[d] = add_sat(held[d], slot_held(s, d));
+    }
+    /* Shares after slots: a share is made and freed between an announce
+     * and a withdraw in its maker's or freer's slot (share.c), so its
+     * bytes are in pending or in charged whenever they are in used. */
+    for (int j = 0; j < CS_LEDGER_SHARES; j++) {
+        const struct cs_ledger_share *sh = cs__ledger_share(l, j);
+        uint64_t c = LOAD(&sh->charged);
+        uint32_t d = LOAD(&sh->dev);
+        if (c && d < CS_MAX_DEVICES && (mask & (1u << d))) {
+            held[d] = add_sat(held[d], c);
+        }
     }
     return any;
 }

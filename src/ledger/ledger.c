@@ -508,6 +508,7 @@ static int open_mapped(const struct cs_ledger *l, int *fd_out, void **map_out,
 void cs__ledger_atfork_child(void)
 {
     cs__ledger_slots_atfork_child();
+    cs__ledger_shares_atfork_child();
     cs__ledger_guard_atfork_child();
 }
 

@@ -210,6 +210,7 @@ extern struct cs_ledger_test_hooks cs__ledger_test_hooks;
  * sub_clamped atomically subtracts up to v from *p, never below zero, and
  * returns what it subtracted. */
 void cs__ledger_slots_atfork_child(void);
+void cs__ledger_shares_atfork_child(void);
 uint64_t cs__ledger_sub_clamped(uint64_t *p, uint64_t v);
 
 /* Private to src/ledger: the announce protocol (docs/ledger.md,
@@ -222,6 +223,36 @@ void cs__ledger_announce(struct cs_ledger_slot *s, int dev, uint64_t bytes);
 void cs__ledger_withdraw(struct cs_ledger_slot *s, int dev, uint64_t bytes);
 uint64_t cs__ledger_return(struct cs_ledger *l, struct cs_ledger_slot *s, int dev, int cat,
                            uint64_t bytes, uint64_t *from_aggregate);
+
+/* Shares (share.c; docs/ledger.md, "Shares"): device memory that several
+ * processes of the tenant hold (VMM exports, legacy IPC). A share's bytes
+ * are counted in dev[].used and in no slot, and stay until no process
+ * holds the share, however the holders end. Each process holds a share at
+ * most once (its caller counts its own references) through an OFD read
+ * lock on CS_LEDGER_SHARE_LOCK(j).
+ *
+ * share_make: moves `bytes` of category cat that our slot holds on dev
+ * into a new share identified by key, held by us: its index, -ENOSPC (no
+ * free share: the charge stays in our slot), or the usual errors.
+ * share_add_key: one more identity of share j (a second export); the
+ * oldest is replaced when all are used.
+ * share_join: holds the LIVE share carrying key; its index with *dev and
+ * *bytes, or -ENOENT.
+ * share_leave: drops our hold of j; if nobody else holds it, frees it and
+ * returns its bytes to dev[].used.
+ * share_sweep: frees every share nobody holds (its holders died); called
+ * with the reap. Returns how many. */
+int cs__ledger_share_make(struct cs_ledger *l, uint64_t key, int dev, enum cs_mem_category cat,
+                          uint64_t bytes);
+int cs__ledger_share_add_key(struct cs_ledger *l, int j, uint64_t key);
+int cs__ledger_share_join(struct cs_ledger *l, uint64_t key, int *dev, uint64_t *bytes);
+void cs__ledger_share_leave(struct cs_ledger *l, int j);
+int cs__ledger_share_sweep(struct cs_ledger *l);
+struct cs_ledger_share *cs__ledger_share(const struct cs_ledger *l, int j);
+
+/* Private to src/ledger: one OFD lock operation on byte `byte` of the
+ * ledger file: 0, -EAGAIN (held by another description) or -errno. */
+int cs__ledger_lock_byte(const struct cs_ledger *l, uint64_t byte, int cmd, short type);
 
 /* Private to src/ledger (heal.c): returns to each device's aggregate what
  * no slot holds or has in flight. The caller holds the tenant's heal lock

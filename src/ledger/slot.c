@@ -76,7 +76,7 @@ struct cs_ledger_slot *cs__ledger_my_slot(const struct cs_ledger *l)
     return cs__ledger_slot(l, l->slot);
 }
 
-static int lock_byte(const struct cs_ledger *l, uint64_t byte, int cmd, short type)
+int cs__ledger_lock_byte(const struct cs_ledger *l, uint64_t byte, int cmd, short type)
 {
     struct flock fl;
     memset(&fl, 0, sizeof fl);
@@ -93,12 +93,12 @@ static int lock_byte(const struct cs_ledger *l, uint64_t byte, int cmd, short ty
 
 static int try_lock(const struct cs_ledger *l, int idx)
 {
-    return lock_byte(l, CS_LEDGER_LOCK_BASE + (uint64_t)idx, F_OFD_SETLK, F_WRLCK);
+    return cs__ledger_lock_byte(l, CS_LEDGER_LOCK_BASE + (uint64_t)idx, F_OFD_SETLK, F_WRLCK);
 }
 
 static void unlock(const struct cs_ledger *l, int idx)
 {
-    lock_byte(l, CS_LEDGER_LOCK_BASE + (uint64_t)idx, F_OFD_SETLK, F_UNLCK);
+    cs__ledger_lock_byte(l, CS_LEDGER_LOCK_BASE + (uint64_t)idx, F_OFD_SETLK, F_UNLCK);
 }
 
 /* Subtracts up to v, never below zero; returns what was subtracted. */
@@ -225,12 +225,12 @@ static int reap_dead_locked(struct cs_ledger *l)
  * right now, which is all a caller could want. */
 static bool try_heal_lock(const struct cs_ledger *l)
 {
-    return lock_byte(l, CS_LEDGER_HEAL_LOCK, F_OFD_SETLK, F_WRLCK) == 0;
+    return cs__ledger_lock_byte(l, CS_LEDGER_HEAL_LOCK, F_OFD_SETLK, F_WRLCK) == 0;
 }
 
 static void heal_unlock(const struct cs_ledger *l)
 {
-    lock_byte(l, CS_LEDGER_HEAL_LOCK, F_OFD_SETLK, F_UNLCK);
+    cs__ledger_lock_byte(l, CS_LEDGER_HEAL_LOCK, F_OFD_SETLK, F_UNLCK);
 }
 
 /* Every dead slot reaped, then the aggregates healed if no other process
@@ -238,6 +238,7 @@ static void heal_unlock(const struct cs_ledger *l)
 static int reap_and_heal_locked(struct cs_ledger *l)
 {
     int n = reap_dead_locked(l);
+    cs__ledger_share_sweep(l);
     if (try_heal_lock(l)) {
         cs__ledger_heal(l);
         heal_unlock(l);
@@ -253,6 +254,7 @@ static void reap_and_heal_if_idle(struct cs_ledger *l)
     if (!try_heal_lock(l))
         return;
     reap_dead_locked(l);
+    cs__ledger_share_sweep(l);
     cs__ledger_heal(l);
     heal_unlock(l);
 }

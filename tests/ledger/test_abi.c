@@ -1,7 +1,7 @@
 /*
  * ledger_abi: the layout of include/cushare/ledger.h is pinned twice: every
  * field's offset and size against golden numbers, and the first 256 bytes
- * a creator writes against tests/ledger/golden_header_v2.hex (creation time
+ * a creator writes against tests/ledger/golden_header_v3.hex (creation time
  * and pid zeroed). A layout change must bump CS_LEDGER_VERSION and update
  * both (docs/ledger.md). CS_UPDATE_GOLDEN=1 rewrites the hex file.
  */
@@ -16,8 +16,20 @@ static void check_layout(void)
 {
     CHECK_EQ(sizeof(struct cs_ledger_header), 4096);
     CHECK_EQ(sizeof(struct cs_ledger_slot), 2048);
-    CHECK_EQ(CS_LEDGER_FILE_SIZE, 4096 + 1024 * 2048);
-    CHECK_EQ(CS_LEDGER_VERSION, 2);
+    CHECK_EQ(CS_LEDGER_FILE_SIZE, 4096 + 1024 * 2048 + 256 * 64);
+    CHECK_EQ(CS_LEDGER_SHARE_BASE, 4096 + 1024 * 2048);
+    CHECK_EQ(CS_LEDGER_VERSION, 3);
+    CHECK_EQ(CS_LEDGER_SHARES, 256);
+    CHECK_EQ(CS_LEDGER_SHARE_LOCK(0), (1ull << 40) - 1024);
+    CHECK_EQ(CS_LEDGER_SHARE_LOCK(255), (1ull << 40) - 1279);
+    CHECK_EQ(sizeof(struct cs_ledger_share), 64);
+    OFF(cs_ledger_share, state, 0);
+    OFF(cs_ledger_share, dev, 4);
+    OFF(cs_ledger_share, cat, 8);
+    OFF(cs_ledger_share, bytes, 16);
+    OFF(cs_ledger_share, charged, 24);
+    OFF(cs_ledger_share, key, 32);
+    SZ(cs_ledger_share, key, 24);
     CHECK_EQ(CS_LEDGER_LOCK_BASE, 1ull << 40);
     CHECK_EQ(CS_LEDGER_CTX_LOCK(0), (1ull << 40) - 2);
     CHECK_EQ(CS_LEDGER_CTX_LOCK(15), (1ull << 40) - 17);

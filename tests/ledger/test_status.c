@@ -161,7 +161,7 @@ static void case_json(const char *path)
     printf("%s", outbuf);
     CHECK_EQ(lt_count_lines(outbuf), 1);
     CHECK_CONTAINS(outbuf, "{\"ledger\":\"");
-    CHECK_CONTAINS(outbuf, "\"version\":2");
+    CHECK_CONTAINS(outbuf, "\"version\":3");
     CHECK_CONTAINS(outbuf, "\"index\":0,\"uuid\":\"GPU-01020304-0506-0708-090a-0b0c0d0e0f10\","
                            "\"limit\":4294967296,\"used\":343932928,\"free\":3951034368");
     CHECK_CONTAINS(outbuf, "\"index\":1,\"uuid\":null,\"limit\":0,\"used\":16777216,"
@@ -182,7 +182,7 @@ static void case_json(const char *path)
              "import json,sys\n"
              "d=json.load(open(sys.argv[1]))\n"
              "dev={x['index']:x for x in d['devices']}\n"
-             "assert d['version']==2 and d['ledger']==sys.argv[2]\n"
+             "assert d['version']==3 and d['ledger']==sys.argv[2]\n"
              "assert dev[0]['limit']==4294967296 and dev[0]['used']==343932928\n"
              "assert dev[0]['free']==3951034368 and dev[0]['sm_limit']==25\n"
              "assert dev[1]['free'] is None and dev[1]['uuid'] is None\n"
@@ -239,22 +239,22 @@ static void case_errors(const char *path)
     size_t len;
     char *good = lt_read_file(path, &len);
     CHECK(good != NULL);
-    uint32_t v3 = 3;
-    memcpy(good + 8, &v3, 4);
+    uint32_t v4 = 4;
+    memcpy(good + 8, &v4, 4);
     const char *newer = lt_path("newer");
     lt_write_file(newer, good, len);
     const char *n[] = {"status", "--json", newer, NULL};
     CHECK_EQ(run_cli(NULL, n), 1);
     CHECK_CONTAINS(errbuf, newer);
-    CHECK_CONTAINS(errbuf, "newer layout version 3, this build understands 2");
+    CHECK_CONTAINS(errbuf, "newer layout version 4, this build understands 3");
     CHECK_CONTAINS(errbuf, "remove it or point CUDA_DEVICE_MEMORY_SHARED_CACHE at a fresh path");
     CHECK_STREQ(outbuf, "");
     size_t len2;
     char *after = lt_read_file(newer, &len2);
     CHECK(len2 == len && memcmp(after, good, len) == 0);
     free(after);
-    uint32_t v2 = 2;
-    memcpy(good + 8, &v2, 4);
+    uint32_t v3 = 3;
+    memcpy(good + 8, &v3, 4);
     const char *trunc = lt_path("trunc");
     lt_write_file(trunc, good, 1000);
     const char *t[] = {"top", trunc, NULL};
