@@ -102,11 +102,11 @@ int main(void)
 
     /* Newer layout version. */
     memcpy(copy, good, len);
-    uint32_t v3 = 3;
-    memcpy(copy + 8, &v3, 4);
+    uint32_t v4 = 4;
+    memcpy(copy + 8, &v4, 4);
     const char *newer = lt_path("newer");
     lt_write_file(newer, copy, len);
-    expect_refused(newer, "newer layout version 3, this build understands 2");
+    expect_refused(newer, "newer layout version 4, this build understands 3");
 
     /* Same version, different slot size (a corrupt or hand-built file). */
     memcpy(copy, good, len);
