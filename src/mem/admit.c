@@ -36,6 +36,14 @@ void cs__give_back(int dev, enum cs_mem_category cat, uint64_t bytes)
         cs__ledger_release(&cs_rt.ledger, dev, cat, bytes);
 }
 
+void cs__tracked_give_back(const struct cs_tracked *t)
+{
+    if (t->share)
+        cs__ledger_share_leave(&cs_rt.ledger, t->share - 1);
+    else
+        cs__give_back(t->dev, t->cat, t->bytes);
+}
+
 int cs__commit(enum cs_track_kind kind, uint64_t key, int dev, enum cs_mem_category cat,
                uint64_t bytes)
 {
@@ -56,7 +64,7 @@ CUresult cs__free_tracked(enum cs_track_kind kind, uint64_t key,
     CUresult r = destroy(key, ctx);
     if (known) {
         if (r == CUDA_SUCCESS)
-            cs__give_back(t.dev, t.cat, t.bytes);
+            cs__tracked_give_back(&t);
         else
             cs__track_put(kind, key, &t);
     }
@@ -68,7 +76,7 @@ int cs__uncommit(enum cs_track_kind kind, uint64_t key)
     struct cs_tracked t;
     int rc = cs__track_take(kind, key, &t);
     if (!rc)
-        cs__give_back(t.dev, t.cat, t.bytes);
+        cs__tracked_give_back(&t);
     return rc;
 }
 

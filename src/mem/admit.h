@@ -36,6 +36,10 @@ CUresult cs__admit(int dev, enum cs_mem_category cat, uint64_t bytes);
 /* Gives back what cs__admit charged. */
 void cs__give_back(int dev, enum cs_mem_category cat, uint64_t bytes);
 
+/* Gives back what a record holds: its bytes from our slot, or our hold
+ * of the share that took them over (vmm.c). */
+void cs__tracked_give_back(const struct cs_tracked *t);
+
 /* Records a successful allocation, owned by the calling thread's current
  * context; on bookkeeping failure gives the bytes back and returns -ENOMEM
  * (the caller frees the driver allocation). */
@@ -63,6 +67,7 @@ void cs__pools_settle(void);
 /* A fork child starts with no graph / pool charges (graph.c, pool.c). */
 void cs__graph_atfork_child(void);
 void cs__pools_atfork_child(void);
+void cs__vmm_atfork_child(void);
 
 /* Fork child: resets every piece of src/mem's per-process state (contexts,
  * allocation records, pool and graph charges, their locks). Called by the

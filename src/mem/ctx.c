@@ -90,6 +90,7 @@ void cs__mem_atfork_child(void)
     memset(table, 0, sizeof table);
     cs__track_reset();
     cs__pools_atfork_child();
+    cs__vmm_atfork_child();
     cs__graph_atfork_child();
 }
 
@@ -428,7 +429,7 @@ static CUresult admit_new(const struct ctx_call_args *a, CUcontext *out)
 static void give_back_record(const struct cs_tracked *t, void *arg)
 {
     (void)arg;
-    cs__give_back(t->dev, t->cat, t->bytes);
+    cs__tracked_give_back(t);
 }
 
 /* The records of what the driver frees with `ctx`, taken out before the

@@ -29,6 +29,8 @@ struct cs_tracked {
     int dev;
     enum cs_mem_category cat;
     uint64_t ctx;          /* CUcontext current at allocation, 0 if none */
+    int share;             /* 1 + ledger share holding the charge (exported
+                            * over legacy IPC: vmm.c), 0 = bytes in our slot */
 };
 
 /* Records taken out of the table together (cs__track_take_ctx): owned by
