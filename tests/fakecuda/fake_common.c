@@ -177,10 +177,73 @@ static void sub64(uint64_t *p, uint64_t v)
         __atomic_fetch_sub(p, v, __ATOMIC_ACQ_REL);
 }
 
+/* ---- reference counting of shared physical memory ------------------------
+ * As the driver does: memory exported (VMM shareable handle, legacy IPC)
+ * stays on the device until the last reference in any process goes. While
+ * its exporter holds it, its bytes are charged to the exporter's entry;
+ * when the exporter lets go (or dies) with imports alive, the bytes stay in
+ * the device's `used` and move to the export (orphan_bytes, pid 0) until
+ * the last importer lets go or dies. Caller holds fc_S->lock. */
+
+static void export_free_locked(struct fakecuda_export *e)
+{
+    if (e->orphan_bytes) {
+        struct fakecuda_device *D = &fc_S->dev[e->device];
+        sub64(&D->used_by_kind[e->charge_kind], e->orphan_bytes);
+        sub64(&D->used, e->orphan_bytes);
+        __atomic_fetch_add(&D->frees, 1, __ATOMIC_RELAXED);
+        e->orphan_bytes = 0;
+    }
+    memset(e->holds, 0, sizeof(e->holds));
+    __atomic_store_n(&e->kind, FAKECUDA_EXPORT_FREE, __ATOMIC_RELEASE);
+}
+
+/* The exporter's entry p lets go of e: keeps the bytes on the device if
+ * imports remain (returns 1; p's charge drops without the device's). */
+static int export_owner_gone_locked(struct fakecuda_export *e, struct fakecuda_proc *p)
+{
+    if (!e->importers) {
+        export_free_locked(e);
+        return 0;
+    }
+    int d = (int)e->device;
+    sub64(&p->used[d], e->size);
+    sub64(&p->kind_used[d][e->charge_kind], e->size);
+    e->orphan_bytes = e->size;
+    e->pid = 0;
+    return 1;
+}
+
+static void export_unhold_locked(struct fakecuda_export *e, int proc_idx, int n)
+{
+    if (n > e->holds[proc_idx])
+        n = e->holds[proc_idx];
+    e->holds[proc_idx] -= n;
+    e->importers = e->importers > (uint64_t)n ? e->importers - (uint64_t)n : 0;
+    if (!e->importers && !e->pid)
+        export_free_locked(e);
+}
+
+/* A process ends: its imports go, and what it exported moves to its
+ * importers or is freed. */
+static void exports_drop_proc_locked(struct fakecuda_proc *p)
+{
+    int idx = (int)(p - fc_S->proc);
+    for (int i = 0; i < FAKECUDA_MAX_EXPORTS; i++) {
+        struct fakecuda_export *e = &fc_S->exports[i];
+        if (e->kind == FAKECUDA_EXPORT_FREE)
+            continue;
+        if (e->holds[idx])
+            export_unhold_locked(e, idx, e->holds[idx]);
+        if (e->kind != FAKECUDA_EXPORT_FREE && e->pid == p->pid)
+            export_owner_gone_locked(e, p);
+    }
+}
+
 /* Uncharges everything of entry p and frees it. Caller holds fc_S->lock. */
 static void proc_drop_locked(struct fakecuda_proc *p)
 {
-    int pid = p->pid;
+    exports_drop_proc_locked(p);
     for (int d = 0; d < FAKECUDA_MAX_DEVICES; d++) {
         struct fakecuda_device *D = &fc_S->dev[d];
         for (int k = 0; k < FAKECUDA_KIND_COUNT; k++)
@@ -191,11 +254,6 @@ static void proc_drop_locked(struct fakecuda_proc *p)
             __atomic_fetch_add(&D->frees, 1, __ATOMIC_RELAXED);
         }
         sub64(&D->imported_bytes, __atomic_exchange_n(&p->imported[d], 0, __ATOMIC_ACQ_REL));
-    }
-    for (int i = 0; i < FAKECUDA_MAX_EXPORTS; i++) {
-        struct fakecuda_export *e = &fc_S->exports[i];
-        if (e->kind != FAKECUDA_EXPORT_FREE && e->pid == pid)
-            __atomic_store_n(&e->kind, FAKECUDA_EXPORT_FREE, __ATOMIC_RELEASE);
     }
     memset(p->busy_ns, 0, sizeof(p->busy_ns));
     memset(p->launches, 0, sizeof(p->launches));
@@ -366,6 +424,9 @@ int fc_export_new(int kind, int dev, uint64_t size, uint64_t ptr, uint64_t *gen)
             e->ptr = ptr;
             e->importers = 0;
             e->imports = 0;
+            e->orphan_bytes = 0;
+            e->charge_kind = kind == FAKECUDA_EXPORT_VMM ? FAKECUDA_KIND_VMM : FAKECUDA_KIND_ALLOC;
+            memset(e->holds, 0, sizeof(e->holds));
             *gen = ++e->generation;
             __atomic_store_n(&e->kind, (uint32_t)kind, __ATOMIC_RELEASE);
             slot = i;
@@ -376,15 +437,18 @@ int fc_export_new(int kind, int dev, uint64_t size, uint64_t ptr, uint64_t *gen)
     return slot;
 }
 
-void fc_export_free(int slot, uint64_t gen)
+int fc_export_owner_gone(int slot, uint64_t gen)
 {
     if (slot < 0 || slot >= FAKECUDA_MAX_EXPORTS)
-        return;
+        return 0;
+    struct fakecuda_proc *p = fc_proc_self();
+    int kept = 0;
     fakecuda_lock(&fc_S->lock);
     struct fakecuda_export *e = &fc_S->exports[slot];
-    if (e->generation == gen && e->pid == getpid())
-        __atomic_store_n(&e->kind, FAKECUDA_EXPORT_FREE, __ATOMIC_RELEASE);
+    if (p && e->kind != FAKECUDA_EXPORT_FREE && e->generation == gen && e->pid == getpid())
+        kept = export_owner_gone_locked(e, p);
     fakecuda_unlock(&fc_S->lock);
+    return kept;
 }
 
 int fc_export_get(int slot, uint64_t gen, struct fakecuda_export *out)
@@ -407,14 +471,19 @@ void fc_export_importers(int slot, uint64_t gen, int delta)
 {
     if (slot < 0 || slot >= FAKECUDA_MAX_EXPORTS)
         return;
+    struct fakecuda_proc *p = fc_proc_self();
+    if (!p)
+        return;
+    int idx = (int)(p - fc_S->proc);
     fakecuda_lock(&fc_S->lock);
     struct fakecuda_export *e = &fc_S->exports[slot];
-    if (e->generation == gen) {
+    if (e->kind != FAKECUDA_EXPORT_FREE && e->generation == gen) {
         if (delta > 0) {
             e->importers++;
             e->imports++;
-        } else if (e->importers) {
-            e->importers--;
+            e->holds[idx]++;
+        } else {
+            export_unhold_locked(e, idx, 1);
         }
     }
     fakecuda_unlock(&fc_S->lock);

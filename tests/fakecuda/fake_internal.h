@@ -81,7 +81,11 @@ int fc_pid_alive(int pid);
 
 /* Export slots (shared state). */
 int fc_export_new(int kind, int dev, uint64_t size, uint64_t ptr, uint64_t *gen);
-void fc_export_free(int slot, uint64_t gen);
+/* The exporting process lets go of its memory (free, release, last
+ * unmap): 1 when imports keep it on the device (the bytes moved from this
+ * process to the export: do not uncharge them), 0 when the caller
+ * uncharges as usual. */
+int fc_export_owner_gone(int slot, uint64_t gen);
 /* Validates a slot/generation; fills kind/pid/dev/size. 0 or -1. */
 int fc_export_get(int slot, uint64_t gen, struct fakecuda_export *out);
 void fc_export_importers(int slot, uint64_t gen, int delta);

@@ -156,6 +156,7 @@ struct fc_vmm {
     int handle_refs;       /* cuMemCreate/Import/Retain minus cuMemRelease */
     int maps;              /* live cuMemMap mappings */
     int imported;
+    int host;              /* host-location memory: charged to no device */
     int slot;              /* export slot (-1 none) */
     uint64_t gen;
     uint64_t charged;
@@ -299,9 +300,8 @@ static void alloc_release(struct fc_alloc *a)
 {
     switch (a->kind) {
     case A_MEM:
-        if (a->slot >= 0)
-            fc_export_free(a->slot, a->gen);
-        fc_uncharge(a->phys, a->charged, FAKECUDA_KIND_ALLOC);
+        if (a->slot < 0 || !fc_export_owner_gone(a->slot, a->gen))
+            fc_uncharge(a->phys, a->charged, FAKECUDA_KIND_ALLOC);
         alloc_remove(a);
         break;
     case A_POOL:
@@ -1305,6 +1305,8 @@ static int prop_phys(const CUmemAllocationProp *prop)
     return fc_phys_of(prop->location.id);
 }
 
+static int prop_host(const CUmemAllocationProp *prop);
+
 FC_EXPORT CUresult CUDAAPI cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop,
                                                          CUmemAllocationGranularity_flags option)
 {
@@ -1313,7 +1315,7 @@ FC_EXPORT CUresult CUDAAPI cuMemGetAllocationGranularity(size_t *granularity, co
         return CUDA_ERROR_INVALID_VALUE;
     if (option != CU_MEM_ALLOC_GRANULARITY_MINIMUM && option != CU_MEM_ALLOC_GRANULARITY_RECOMMENDED)
         return CUDA_ERROR_INVALID_VALUE;
-    if (prop_phys(prop) < 0)
+    if (prop_phys(prop) < 0 && !prop_host(prop))
         return CUDA_ERROR_INVALID_DEVICE;
     *granularity = (size_t)FC_GRANULE;
     return CUDA_SUCCESS;
@@ -1324,9 +1326,7 @@ static void vmm_destroy(struct fc_vmm *h)
     if (h->imported) {
         fc_import_add(h->o.phys, -(int64_t)h->size);
         fc_export_importers(h->slot, h->gen, -1);
-    } else {
-        if (h->slot >= 0)
-            fc_export_free(h->slot, h->gen);
+    } else if (!h->host && (h->slot < 0 || !fc_export_owner_gone(h->slot, h->gen))) {
         fc_uncharge(h->o.phys, h->charged, FAKECUDA_KIND_VMM);
     }
     obj_free(&h->o);
@@ -1338,12 +1338,46 @@ static void vmm_maybe_destroy(struct fc_vmm *h)
         vmm_destroy(h);
 }
 
+/* Host-location VMM memory (CUDA 12.2+: CU_MEM_LOCATION_TYPE_HOST,
+ * _HOST_NUMA, _HOST_NUMA_CURRENT): pinned host pages, nothing on any
+ * device. The handle maps and releases like any other; it is never
+ * exported here. */
+static int prop_host(const CUmemAllocationProp *prop)
+{
+    return prop->type == CU_MEM_ALLOCATION_TYPE_PINNED &&
+           (prop->location.type == CU_MEM_LOCATION_TYPE_HOST ||
+            prop->location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA ||
+            prop->location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT);
+}
+
+static CUresult vmm_create_host(CUmemGenericAllocationHandle *handle, size_t size,
+                                const CUmemAllocationProp *prop)
+{
+    fc_lock();
+    NEED_CTX(c);
+    struct fc_vmm *h = calloc(1, sizeof(*h));
+    if (h) {
+        h->home = c->o.phys;
+        h->size = size;
+        h->handle_refs = 1;
+        h->slot = -1;
+        h->host = 1;
+        h->prop = *prop;
+        fc_obj_add(&h->o, FC_T_VMM, -1, NULL, NULL);
+        *handle = (CUmemGenericAllocationHandle)(uintptr_t)h;
+    }
+    fc_unlock();
+    return h ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
 FC_EXPORT CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
                                        const CUmemAllocationProp *prop, unsigned long long flags)
 {
     FC_BEGIN(cuMemCreate);
     if (!handle || !prop || flags || !size || size % FC_GRANULE)
         return CUDA_ERROR_INVALID_VALUE;
+    if (prop_host(prop))
+        return vmm_create_host(handle, size, prop);
     int phys = prop_phys(prop);
     if (phys < 0)
         return CUDA_ERROR_INVALID_DEVICE;
@@ -1553,6 +1587,8 @@ FC_EXPORT CUresult CUDAAPI cuMemExportToShareableHandle(void *shareableHandle, C
     CUresult r = CUDA_SUCCESS;
     if (!h || !(h->prop.requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)) {
         r = CUDA_ERROR_INVALID_VALUE;
+    } else if (h->host) {
+        r = CUDA_ERROR_NOT_SUPPORTED;
     } else if (h->slot < 0) {
         h->slot = fc_export_new(FAKECUDA_EXPORT_VMM, h->o.phys, h->size, 0, &h->gen);
         if (h->slot < 0)

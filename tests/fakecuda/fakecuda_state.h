@@ -37,7 +37,7 @@
 #include <unistd.h>
 
 #define FAKECUDA_STATE_MAGIC 0x3154534144554346ULL /* "FCUDAST1" */
-#define FAKECUDA_STATE_VERSION 1u
+#define FAKECUDA_STATE_VERSION 2u
 #define FAKECUDA_MAX_DEVICES 16
 #define FAKECUDA_MAX_PROCS 128
 #define FAKECUDA_MAX_HOOKS 256
@@ -134,6 +134,12 @@ struct fakecuda_export {
     uint64_t generation;    /* bumped on every reuse of the slot */
     uint64_t importers;     /* handles currently imported from it */
     uint64_t imports;       /* cumulative imports */
+    uint32_t charge_kind;   /* enum fakecuda_kind its physical bytes count as */
+    uint32_t pad2;
+    uint64_t orphan_bytes;  /* exporter gone (freed or dead) while imported:
+                             * the physical bytes, held by the importers
+                             * (pid is then 0); freed with the last import */
+    int32_t holds[FAKECUDA_MAX_PROCS]; /* importer handles/opens per proc[] entry */
 };
 
 struct fakecuda_state {
