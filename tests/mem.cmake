@@ -19,6 +19,9 @@ cs_mem_test(mem_views_reap test_views_reap.c "CUDA_DEVICE_MEMORY_LIMIT=64m"
   "FAKECUDA_CTX_BYTES=8m")
 cs_mem_test(mem_race test_race.c "CUDA_DEVICE_MEMORY_LIMIT=64m")
 cs_mem_test(mem_sigkill test_sigkill.c "CUDA_DEVICE_MEMORY_LIMIT=64m")
+# Memory shared between processes (VMM exports over SCM_RIGHTS, legacy IPC):
+# ledger = fake device after every step and after a SIGKILL at every step.
+cs_mem_test(mem_vmm_share test_vmm_share.c "CUDA_DEVICE_MEMORY_LIMIT=64m")
 # Every knob with a bad value fails CUDA initialisation with one message.
 cs_mem_test(mem_bad_config test_bad_config.c "CUDA_DEVICE_MEMORY_LIMIT=4x"
   "CS_EXPECT=CUDA_DEVICE_MEMORY_LIMIT='4x'|k/m/g")

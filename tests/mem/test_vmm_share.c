@@ -1,0 +1,254 @@
+/*
+ * mem_vmm_share: memory shared between processes is charged exactly while
+ * the device holds it (issue 11). After every step, and after a SIGKILL at
+ * every step, the tenant's ledger must equal what the fake device holds
+ * (tests/fakecuda models the driver's reference counting: handles,
+ * retains, mappings, imports, IPC opens, in every process), and the
+ * tenant's own view (cuMemGetInfo) must show it.
+ *
+ * Budget 64 MiB; contexts cost nothing on this fake device, so the device
+ * holds exactly the tenant's allocations.
+ */
+#include "share_worker.h"
+
+static struct cs_ledger_header *L;
+static struct fakecuda_state *S;
+
+/* Settles (a view reaps dead slots and frees unheld shares; the fake
+ * reaps dead processes) and compares. */
+static void same(const char *step, uint64_t want_mib)
+{
+    size_t free_b, total;
+    CHECK_EQ(cuMemGetInfo_v2(&free_b, &total), CUDA_SUCCESS);
+    uint64_t dev = fakecuda_load(&S->dev[0].used);
+    uint64_t led = ledger_used(L, 0);
+    if (dev != led || led != want_mib * MiB || total - free_b != led) {
+        fprintf(stderr, "%s: device holds %llu MiB, ledger %llu MiB, view %llu MiB, expected "
+                "%llu MiB\n", step, (unsigned long long)(dev / MiB),
+                (unsigned long long)(led / MiB), (unsigned long long)((total - free_b) / MiB),
+                (unsigned long long)want_mib);
+        exit(1);
+    }
+}
+
+#define OK(call) CHECK_EQ((call), CUDA_SUCCESS)
+
+/* Create, map, release, retain, unmap in one process: the charge stays
+ * until the last reference (the mapping or the retain) goes. */
+static void in_process(void)
+{
+    struct sw_proc a = sw_start();
+    OK(sw_do(&a, SW_CREATE, 0, 16, -1, NULL, NULL));
+    same("create", 16);
+    OK(sw_do(&a, SW_MAP, 0, 0, -1, NULL, NULL));
+    same("map", 16);
+    OK(sw_do(&a, SW_RELEASE, 0, 0, -1, NULL, NULL));
+    same("release while mapped", 16);
+    OK(sw_do(&a, SW_RETAIN, 0, 0, -1, NULL, NULL));
+    OK(sw_do(&a, SW_RETAIN, 0, 0, -1, NULL, NULL));
+    same("retain twice", 16);
+    OK(sw_do(&a, SW_UNMAP, 0, 0, -1, NULL, NULL));
+    same("unmap while retained", 16);
+    OK(sw_do(&a, SW_UNRETAIN, 0, 0, -1, NULL, NULL));
+    same("one retain released", 16);
+    OK(sw_do(&a, SW_UNRETAIN, 0, 0, -1, NULL, NULL));
+    same("last retain released", 0);
+    /* Host-location memory: the driver's business, no device charge, no crash. */
+    OK(sw_do(&a, SW_CREATE_HOST, 1, 32, -1, NULL, NULL));
+    same("host location", 0);
+    /* The same export imported twice in its own process: one allocation. */
+    int fd;
+    OK(sw_do(&a, SW_CREATE, 2, 8, -1, NULL, NULL));
+    OK(sw_do(&a, SW_EXPORT, 2, 0, -1, NULL, &fd));
+    OK(sw_do(&a, SW_IMPORT, 3, 8, fd, NULL, NULL));
+    OK(sw_do(&a, SW_IMPORT, 4, 8, fd, NULL, NULL));
+    close(fd);
+    same("own export imported twice", 8);
+    OK(sw_do(&a, SW_RELEASE, 2, 0, -1, NULL, NULL));
+    OK(sw_do(&a, SW_RELEASE, 3, 0, -1, NULL, NULL));
+    same("two of three handles released", 8);
+    OK(sw_do(&a, SW_FORK, 0, 0, -1, NULL, NULL));
+    same("a fork child came and went", 8);
+    OK(sw_do(&a, SW_RELEASE, 4, 0, -1, NULL, NULL));
+    same("last handle released", 0);
+    sw_exit(&a);
+    printf("in one process: charged until the last handle, retain or mapping\n");
+}
+
+/* The creator (a) and an importer (b) share 32 MiB over SCM_RIGHTS. The
+ * steps in order; `who` says which process acts. With kill_at = k, the
+ * process acting at step k is SIGKILLed instead, and the survivor goes on
+ * with its own steps. Expected holdings follow the driver: memory lives
+ * while either process holds a handle or a mapping of it. */
+struct step {
+    char who;  /* 'a' or 'b' */
+    char op;
+};
+static const struct step VMM_STEPS[] = {
+    {'a', SW_CREATE}, {'a', SW_MAP}, {'a', SW_EXPORT}, {'b', SW_IMPORT}, {'b', SW_MAP},
+    {'b', SW_IMPORT}, /* a second import of the same fd: the same allocation */
+    {'a', SW_RELEASE}, {'a', SW_UNMAP}, {'a', SW_EXIT}, {'b', SW_UNMAP}, {'b', SW_RELEASE},
+    {'b', SW_RELEASE}, {'b', SW_EXIT},
+};
+#define NSTEPS (int)(sizeof VMM_STEPS / sizeof VMM_STEPS[0])
+
+/* References each process holds, as the driver counts them. */
+struct refs {
+    int handles, maps;
+    bool alive;
+};
+
+static bool holds(const struct refs *r)
+{
+    return r->alive && (r->handles || r->maps);
+}
+
+static void vmm_share(int kill_at)
+{
+    struct sw_proc p[2] = {sw_start(), sw_start()};
+    struct refs r[2] = {{.alive = true}, {.alive = true}};
+    bool exists = false;
+    int fd = -1;
+    char label[96];
+    for (int k = 0; k < NSTEPS; k++) {
+        int w = VMM_STEPS[k].who == 'a' ? 0 : 1;
+        char op = VMM_STEPS[k].op;
+        if (!r[w].alive)
+            continue;
+        snprintf(label, sizeof label, "kill at %d, step %d (%c %c)", kill_at, k,
+                 VMM_STEPS[k].who, op);
+        if (k == kill_at) {
+            sw_kill(&p[w]);
+            r[w].alive = false;
+        } else if (op == SW_EXIT) {
+            sw_exit(&p[w]);
+            r[w].alive = false;
+        } else if (op == SW_IMPORT) {
+            /* The exporter may be gone with every reference: then the
+             * driver has freed the memory and refuses the import. */
+            CUresult res = sw_do(&p[w], op, 1 + r[w].handles, 32, fd, NULL, NULL);
+            if (res != (exists ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE)) {
+                fprintf(stderr, "%s: import returned %d\n", label, (int)res);
+                exit(1);
+            }
+            if (res == CUDA_SUCCESS)
+                r[w].handles++;
+        } else if (w == 1 && (op == SW_MAP || op == SW_UNMAP || op == SW_RELEASE)) {
+            if (!r[w].handles && !r[w].maps)
+                continue; /* its import was refused: nothing to do */
+            int slot = op == SW_RELEASE ? r[w].handles : 1;
+            OK(sw_do(&p[w], op, slot, 0, -1, NULL, NULL));
+            r[w].maps += op == SW_MAP ? 1 : op == SW_UNMAP ? -1 : 0;
+            r[w].handles -= op == SW_RELEASE;
+        } else {
+            OK(sw_do(&p[w], op, 0, 32, -1, NULL, op == SW_EXPORT ? &fd : NULL));
+            r[w].handles += op == SW_CREATE ? 1 : op == SW_RELEASE ? -1 : 0;
+            r[w].maps += op == SW_MAP ? 1 : op == SW_UNMAP ? -1 : 0;
+        }
+        exists = holds(&r[0]) || holds(&r[1]);
+        same(label, exists ? 32 : 0);
+    }
+    if (fd >= 0)
+        close(fd);
+    for (int w = 0; w < 2; w++)
+        if (r[w].alive)
+            sw_exit(&p[w]);
+    same("all gone", 0);
+}
+
+/* Legacy IPC: a's cuMemAlloc opened twice by b (one pointer, counted). */
+static const struct step IPC_STEPS[] = {
+    {'a', SW_IPC_ALLOC}, {'a', SW_IPC_GET}, {'b', SW_IPC_OPEN}, {'b', SW_IPC_OPEN},
+    {'b', SW_IPC_CLOSE}, {'a', SW_FREE}, {'a', SW_EXIT}, {'b', SW_IPC_CLOSE}, {'b', SW_EXIT},
+};
+#define NIPC (int)(sizeof IPC_STEPS / sizeof IPC_STEPS[0])
+
+static void ipc_share(int kill_at)
+{
+    struct sw_proc p[2] = {sw_start(), sw_start()};
+    struct refs r[2] = {{.alive = true}, {.alive = true}};
+    CUipcMemHandle h;
+    memset(&h, 0, sizeof h);
+    bool exported = false;
+    char label[96];
+    for (int k = 0; k < NIPC; k++) {
+        int w = IPC_STEPS[k].who == 'a' ? 0 : 1;
+        char op = IPC_STEPS[k].op;
+        if (!r[w].alive)
+            continue;
+        snprintf(label, sizeof label, "ipc kill at %d, step %d (%c %c)", kill_at, k,
+                 IPC_STEPS[k].who, op);
+        if (k == kill_at) {
+            sw_kill(&p[w]);
+            r[w].alive = false;
+        } else if (op == SW_EXIT) {
+            sw_exit(&p[w]);
+            r[w].alive = false;
+        } else if (op == SW_IPC_OPEN) {
+            CUresult res = sw_do(&p[w], op, 0, 0, -1, &h, NULL);
+            bool live = holds(&r[0]);
+            if (res != (exported && live ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE)) {
+                fprintf(stderr, "%s: open returned %d\n", label, (int)res);
+                exit(1);
+            }
+            r[w].handles += res == CUDA_SUCCESS;
+        } else if (op == SW_IPC_CLOSE) {
+            if (!r[w].handles)
+                continue;
+            OK(sw_do(&p[w], op, 0, 0, -1, NULL, NULL));
+            r[w].handles--;
+        } else {
+            OK(sw_do(&p[w], op, 0, 8, -1, op == SW_IPC_GET ? &h : NULL, NULL));
+            exported |= op == SW_IPC_GET;
+            r[w].handles += op == SW_IPC_ALLOC ? 1 : op == SW_FREE ? -1 : 0;
+        }
+        same(label, holds(&r[0]) || holds(&r[1]) ? 8 : 0);
+    }
+    for (int w = 0; w < 2; w++)
+        if (r[w].alive)
+            sw_exit(&p[w]);
+    same("ipc: all gone", 0);
+}
+
+/* While an importer keeps 32 MiB alive after its creator exited, the
+ * budget still holds them: 48 more do not fit in 64. */
+static void budget_held(void)
+{
+    struct sw_proc a = sw_start(), b = sw_start(), c = sw_start();
+    int fd;
+    OK(sw_do(&a, SW_CREATE, 0, 32, -1, NULL, NULL));
+    OK(sw_do(&a, SW_EXPORT, 0, 0, -1, NULL, &fd));
+    OK(sw_do(&b, SW_IMPORT, 1, 32, fd, NULL, NULL));
+    close(fd);
+    OK(sw_do(&b, SW_MAP, 1, 0, -1, NULL, NULL));
+    sw_exit(&a);
+    same("creator exited, importer maps", 32);
+    CHECK_EQ(sw_do(&c, SW_CREATE, 0, 48, -1, NULL, NULL), CUDA_ERROR_OUT_OF_MEMORY);
+    OK(sw_do(&c, SW_CREATE, 0, 32, -1, NULL, NULL));
+    same("the rest of the budget", 64);
+    sw_kill(&b);
+    same("importer killed", 32);
+    OK(sw_do(&c, SW_RELEASE, 0, 0, -1, NULL, NULL));
+    same("nothing left", 0);
+    sw_exit(&c);
+    printf("a creator's exit keeps the importer's 32 MiB charged; the importer's death frees them\n");
+}
+
+int main(void)
+{
+    context_on_device0();
+    L = ledger_map();
+    S = fake_state();
+    same("start", 0);
+    in_process();
+    budget_held();
+    for (int k = -1; k < NSTEPS; k++)
+        vmm_share(k);
+    printf("VMM share over SCM_RIGHTS: ledger = device after each of %d steps, with no kill "
+           "and with a SIGKILL at each\n", NSTEPS);
+    for (int k = -1; k < NIPC; k++)
+        ipc_share(k);
+    printf("legacy IPC: ledger = device after each of %d steps, with no kill and with a "
+           "SIGKILL at each\n", NIPC);
+    return 0;
+}
