@@ -104,3 +104,17 @@ foreach(case init contexts track pools graph slots ledger_guard arm watch_start 
   set_tests_properties(mem_fork_${case} PROPERTIES TIMEOUT 60 ENVIRONMENT
     "${CS_TEST_ENV};CS_BUILD_DIR=${CMAKE_BINARY_DIR};${CS_MEM_ENV};CUDA_DEVICE_MEMORY_LIMIT=64m;CUDA_DEVICE_SM_LIMIT=50;GPU_CORE_UTILIZATION_POLICY=force;FAKECUDA_NS_PER_BLOCK=100;CUDA_DEVICE_MEMORY_SHARED_CACHE=${CMAKE_BINARY_DIR}/tmp/mem_fork_${case}.ledger;FAKECUDA_STATE=${CMAKE_BINARY_DIR}/tmp/mem_fork_${case}.fake;CUSHARE_BOARD=${CMAKE_BINARY_DIR}/tmp/mem_fork_${case}.board")
 endforeach()
+
+# The H200 program of issue 11 (tests/gpu/issue11/vmm_share.c) on the fake
+# driver: creator and importer processes of one tenant over a unix socket.
+add_executable(vmm_share_fake ${CMAKE_SOURCE_DIR}/tests/gpu/issue11/vmm_share.c)
+target_link_libraries(vmm_share_fake PRIVATE fakecuda_driver)
+add_dependencies(vmm_share_fake libcushare)
+add_test(NAME mem_vmm_share_pair COMMAND sh ${CMAKE_SOURCE_DIR}/tests/mem/vmm_share_pair.sh
+         $<TARGET_FILE:vmm_share_fake> ${CMAKE_BINARY_DIR}/tmp/mem_vmm_share_pair)
+set_tests_properties(mem_vmm_share_pair PROPERTIES TIMEOUT 120
+  FIXTURES_REQUIRED "stale_ledgers;mem_vmm_share_pair_clean"
+  ENVIRONMENT "${CS_TEST_ENV};${CS_MEM_ENV};CUDA_DEVICE_MEMORY_LIMIT=256m;CUDA_DEVICE_MEMORY_SHARED_CACHE=${CMAKE_BINARY_DIR}/tmp/mem_vmm_share_pair.ledger;FAKECUDA_STATE=${CMAKE_BINARY_DIR}/tmp/mem_vmm_share_pair.fake")
+add_test(NAME mem_vmm_share_pair_clean COMMAND rm -f ${CMAKE_BINARY_DIR}/tmp/mem_vmm_share_pair.ledger
+         ${CMAKE_BINARY_DIR}/tmp/mem_vmm_share_pair.fake)
+set_tests_properties(mem_vmm_share_pair_clean PROPERTIES FIXTURES_SETUP mem_vmm_share_pair_clean)

@@ -1,0 +1,34 @@
+#!/bin/sh
+# mem_vmm_share_pair: tests/gpu/issue11/vmm_share.c, the H200 program, on the
+# fake driver: a creator shares 64 MiB with an importer over a unix socket
+# and exits first; the importer's tenant view must still count them until it
+# releases them. Then the `late` variant: a creator that lets go of
+# everything before sending the fd leaves nothing to import (as the fake
+# models the driver) and nothing charged.
+#   vmm_share_pair.sh VMM_SHARE_BINARY WORK_DIR
+set -u
+bin=$1 dir=$2
+mkdir -p "$dir" || exit 1
+sock=$dir/vmm_share.sock
+out=$dir/vmm_share.out
+rm -f "$sock"
+"$bin" creator "$sock" 64 > "$out.creator" 2>&1 &
+cpid=$!
+"$bin" importer "$sock" 64 > "$out" 2>&1
+irc=$?
+wait $cpid
+crc=$?
+cat "$out.creator" "$out"
+[ $crc = 0 ] || { echo "FAIL: creator exited $crc"; exit 1; }
+[ $irc = 0 ] || { echo "FAIL: importer exited $irc"; exit 1; }
+grep -q '^IMPORTER PASS' "$out" || { echo "FAIL: no IMPORTER PASS line"; exit 1; }
+
+"$bin" creator "$sock" 64 late > "$out.creator" 2>&1 &
+cpid=$!
+"$bin" importer "$sock" 64 > "$out" 2>&1
+irc=$?
+wait $cpid
+cat "$out.creator" "$out"
+[ $irc = 3 ] || { echo "FAIL: late import: importer exited $irc, expected 3 (refused)"; exit 1; }
+grep -q '^IMPORTER import CUDA_ERROR_INVALID_VALUE' "$out" || { echo "FAIL: late import not refused"; exit 1; }
+echo "creator exits first: the importer's view keeps the 64 MiB until it releases them"
