@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Issue 11 acceptance on a real GPU (one H200 is enough):
+#   tests/gpu/issue11/run.sh BUILD_DIR OUT_DIR [STEP...]
+# Steps (default: all, in this order): expandable vmm_pair fd_late torch_mp
+# cross_tenant — what each checks and its pass criterion: tests/gpu/issue11/steps.py.
+# Every step runs under `timeout` (STEP_TIMEOUT, default 150 s; never past
+# BUDGET_S, default 230 s from the start: a step with under 20 s left is
+# skipped and says so), writes OUT/<step>.log (+ OUT/<step>/ sub-run logs)
+# and one line to OUT/summary.txt; the compact report of each step and
+# summary.txt are printed at the end. About 1-2 minutes on an H200.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=tests/gpu/common.sh
+. "$here/../common.sh"
+if [ $# -lt 2 ]; then
+    sed -n '2,11p' "$0"
+    exit 2
+fi
+B=$(mkdir -p "$1" && cd "$1" && pwd)
+OUT=$(mkdir -p "$2" && cd "$2" && pwd)
+shift 2
+steps=${*:-expandable vmm_pair fd_late torch_mp cross_tenant}
+export PYTHONUNBUFFERED=1
+deadline=$(($(date +%s) + ${BUDGET_S:-230}))
+cd "$GPU_ROOT" || exit 1
+
+echo "== build ($B)"
+gpu_build "$B" "$OUT/build.log" libcushare cushare_cli || exit 1
+if ! timeout 60 gcc -O2 -Wall -I"$CUDA_HOME/include" "$here/vmm_share.c" -o "$B/vmm_share" \
+        -L"$CUDA_HOME/lib64/stubs" -lcuda >> "$OUT/build.log" 2>&1; then
+    echo "build: vmm_share.c failed (log $OUT/build.log)"
+    tail -10 "$OUT/build.log"
+fi
+{ date -u; nvidia-smi -L; git log --oneline -1 2> /dev/null; } > "$OUT/env.txt" 2>&1
+
+: > "$OUT/summary.txt"
+for step in $steps; do
+    limit=${STEP_TIMEOUT:-150}
+    left=$((deadline - $(date +%s)))
+    [ "$left" -lt "$limit" ] && limit=$left
+    if [ "$limit" -lt 20 ]; then
+        echo "$step SKIP: time budget (BUDGET_S) spent; run it again on its own" >> "$OUT/summary.txt"
+        continue
+    fi
+    echo "== $step (limit ${limit} s, log $OUT/$step.log)"
+    start=$(date +%s)
+    timeout -k 10 "$limit" python3 "$here/steps.py" "$step" "$B" "$OUT" > "$OUT/$step.log" 2>&1
+    rc=$?
+    line=$(grep '^SUMMARY ' "$OUT/$step.log" | tail -1 | cut -d' ' -f2-)
+    if [ -z "$line" ]; then
+        why="exit $rc"
+        { [ $rc = 124 ] || [ $rc = 137 ]; } && why="timed out after ${limit} s"
+        line="$step FAIL: no summary ($why; see $step.log) [$(($(date +%s) - start)) s]"
+    fi
+    echo "$line [$(($(date +%s) - start)) s]" >> "$OUT/summary.txt"
+    grep '^» ' "$OUT/$step.log" | cut -c1-400
+done
+echo
+echo "== summary ($OUT/summary.txt)"
+cat "$OUT/summary.txt"
+! grep -q '^[a-z0-9_]* FAIL' "$OUT/summary.txt"
