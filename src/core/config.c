@@ -116,7 +116,7 @@ struct opt {
 
 enum opt_id {
     O_MEM, O_SM, O_CACHE, O_POLICY, O_PRIORITY, O_BROKER, O_PROCFS, O_BOARD, O_HAMI_SIGNALS,
-    O_SM_BURST, O_SM_SHARE, O_LOG_LEVEL, O_LEDGER_TRUST, O_COUNT
+    O_SM_BURST, O_SM_SHARE, O_LOG_LEVEL, O_LEDGER_TRUST, O_SHARE_DIR, O_COUNT
 };
 
 static const struct opt options[O_COUNT] = {
@@ -147,6 +147,9 @@ static const struct opt options[O_COUNT] = {
                         "use owner (only a ledger of this user that nobody else can write) or "
                         "directory (the ledger's directory is private to this tenant, as "
                         "HAMi's per-container mount)"},
+    [O_SHARE_DIR] = {"CUSHARE_SHARE_DIR", OPT_PATH, false,
+                     "use the absolute path of a directory every tenant of the node can reach "
+                     "(default /tmp/vgpulock)"},
 };
 
 static int bad_value(const char *var, const char *value, const char *fix)
@@ -197,8 +200,10 @@ static int parse_one(struct cs_config *c, enum opt_id id, int dev, const char *v
         return 0;
     case O_CACHE:
     case O_PROCFS:
-    case O_BOARD: {
-        char *dst = id == O_CACHE ? c->ledger_path : id == O_PROCFS ? c->host_procfs : c->board_path;
+    case O_BOARD:
+    case O_SHARE_DIR: {
+        char *dst = id == O_CACHE ? c->ledger_path : id == O_PROCFS ? c->host_procfs
+                    : id == O_BOARD ? c->board_path : c->share_dir;
         if (v[0] != '/' || strlen(v) >= sizeof c->ledger_path)
             return bad_value(var, v, o->fix);
         strcpy(dst, v);

@@ -32,6 +32,8 @@ struct cs_config {
     uint32_t sm_burst_us;                   /* CUSHARE_SM_BURST_US: pacing burst, 0 = default */
     bool sm_share_time;                     /* CUSHARE_SM_SHARE=time: no throughput corrections */
     int log_level;                          /* CUSHARE_LOG_LEVEL (log.c reads it itself too) */
+    char share_dir[4096];                   /* CUSHARE_SHARE_DIR: payer files of memory
+                                               shared across tenants ("" = CS_NODE_DIR) */
     bool ledger_trust_dir;                  /* CUSHARE_LEDGER_TRUST=directory: the ledger's
                                                directory is private to the tenant */
 };

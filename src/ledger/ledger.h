@@ -231,9 +231,13 @@ uint64_t cs__ledger_return(struct cs_ledger *l, struct cs_ledger_slot *s, int de
  * most once (its caller counts its own references) through an OFD read
  * lock on CS_LEDGER_SHARE_LOCK(j).
  *
- * share_make: moves `bytes` of category cat that our slot holds on dev
- * into a new share identified by key, held by us: its index, -ENOSPC (no
- * free share: the charge stays in our slot), or the usual errors.
+ * share_make: a new share identified by key, held by us, into which
+ * `bytes` of category cat that our slot holds on dev move (from_slot), or
+ * that carries nothing yet (another tenant pays: standing by): its index,
+ * -ENOSPC (no free share: the charge stays in our slot), or the usual
+ * errors.
+ * share_adopt: share j (held by us, carrying nothing) takes the charge of
+ * its bytes over, whatever the limit: 0, -EALREADY, -ENOENT.
  * share_add_key: one more identity of share j (a second export); the
  * oldest is replaced when all are used.
  * share_join: holds the LIVE share carrying key; its index with *dev and
@@ -243,12 +247,30 @@ uint64_t cs__ledger_return(struct cs_ledger *l, struct cs_ledger_slot *s, int de
  * share_sweep: frees every share nobody holds (its holders died); called
  * with the reap. Returns how many. */
 int cs__ledger_share_make(struct cs_ledger *l, uint64_t key, int dev, enum cs_mem_category cat,
-                          uint64_t bytes);
+                          uint64_t bytes, bool from_slot);
+int cs__ledger_share_adopt(struct cs_ledger *l, int j);
 int cs__ledger_share_add_key(struct cs_ledger *l, int j, uint64_t key);
 int cs__ledger_share_join(struct cs_ledger *l, uint64_t key, int *dev, uint64_t *bytes);
 void cs__ledger_share_leave(struct cs_ledger *l, int j);
 int cs__ledger_share_sweep(struct cs_ledger *l);
 struct cs_ledger_share *cs__ledger_share(const struct cs_ledger *l, int j);
+
+/* Payer files (payer.c; docs/accounting.md, "Across tenants"): one per
+ * allocation shared across tenants, in `dir` ("" = CS_NODE_DIR), saying
+ * through OFD locks whether a tenant pays for it.
+ * open: the file of key (created with *dev, *bytes when create; else
+ * read into them), held standing by: its descriptor, or -ENOENT (nobody
+ * published it), -EPERM (not ours), -EPROTO, -errno.
+ * unpaid: no process holds it paying. pay: we do now (our share carries
+ * the bytes). elect: 0 when we may take the charge over (then adopt and
+ * call elected), -EAGAIN when somebody pays or is taking it over.
+ * close: lets go; removes the file when nobody holds it any more. */
+int cs__payer_open(const char *dir, uint64_t key, bool create, int *dev, uint64_t *bytes);
+bool cs__payer_unpaid(int fd);
+int cs__payer_pay(int fd);
+int cs__payer_elect(int fd);
+void cs__payer_elected(int fd);
+void cs__payer_close(const char *dir, uint64_t key, int fd);
 
 /* Private to src/ledger: one OFD lock operation on byte `byte` of the
  * ledger file: 0, -EAGAIN (held by another description) or -errno. */

@@ -100,7 +100,7 @@ static void free_locked(struct cs_ledger *l, int j)
 }
 
 int cs__ledger_share_make(struct cs_ledger *l, uint64_t key, int dev, enum cs_mem_category cat,
-                          uint64_t bytes)
+                          uint64_t bytes, bool from_slot)
 {
     int r = check(l);
     if (r)
@@ -124,7 +124,7 @@ int cs__ledger_share_make(struct cs_ledger *l, uint64_t key, int dev, enum cs_me
         STORE(&sh->bytes, bytes);
         STORE(&sh->key[0], key);
         cs__ledger_announce(me, dev, bytes);
-        uint64_t took = cs__ledger_sub_clamped(&me->bytes[dev][cat], bytes);
+        uint64_t took = from_slot ? cs__ledger_sub_clamped(&me->bytes[dev][cat], bytes) : 0;
         STORE(&sh->charged, took);
         STORE(&sh->state, (uint32_t)CS_SHARE_LIVE);
         cs__ledger_withdraw(me, dev, bytes);
@@ -137,6 +137,31 @@ int cs__ledger_share_make(struct cs_ledger *l, uint64_t key, int dev, enum cs_me
         cs_warn_capped(4, SUBSYS, "ledger %s: all %d share records in use; %" PRIu64 " bytes "
                        "of shared memory stay charged to this process only", l->path,
                        CS_LEDGER_SHARES, bytes);
+    return r;
+}
+
+int cs__ledger_share_adopt(struct cs_ledger *l, int j)
+{
+    int r = check(l);
+    struct cs_ledger_share *sh = cs__ledger_share(l, j);
+    if (r || !sh)
+        return r ? r : -EINVAL;
+    pthread_mutex_lock(&share_mu);
+    r = held[j] ? 0 : -ENOENT;
+    uint32_t dev = LOAD(&sh->dev);
+    uint64_t n = LOAD(&sh->bytes);
+    if (!r && (LOAD(&sh->charged) || dev >= CS_MAX_DEVICES))
+        r = -EALREADY;
+    if (!r) {
+        /* The memory exists and we hold it: counted whatever the limit
+         * (admission refuses what follows while the tenant is over). */
+        struct cs_ledger_slot *me = cs__ledger_my_slot(l);
+        cs__ledger_announce(me, (int)dev, n);
+        __atomic_fetch_add(&l->hdr->dev[dev].used, n, __ATOMIC_SEQ_CST);
+        STORE(&sh->charged, n);
+        cs__ledger_withdraw(me, (int)dev, n);
+    }
+    pthread_mutex_unlock(&share_mu);
     return r;
 }
 

@@ -9,6 +9,7 @@ CUresult cs__admit(int dev, enum cs_mem_category cat, uint64_t bytes)
 {
     if (dev < 0)
         return CUDA_SUCCESS; /* no context: the driver will refuse the call */
+    cs__vmm_settle();
     int rc = cs__ledger_reserve(&cs_rt.ledger, dev, cat, bytes);
     if (rc == -ENOMEM) {
         cs__pools_settle();

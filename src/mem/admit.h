@@ -69,6 +69,11 @@ void cs__graph_atfork_child(void);
 void cs__pools_atfork_child(void);
 void cs__vmm_atfork_child(void);
 
+/* Memory shared across tenants (vmm.c): takes over the charge of what
+ * this process holds and no tenant pays for any more. Cheap when this
+ * process holds no such memory. Views and admissions call it. */
+void cs__vmm_settle(void);
+
 /* Fork child: resets every piece of src/mem's per-process state (contexts,
  * allocation records, pool and graph charges, their locks). Called by the
  * one fork handler (hook/init.c), in the child, with one thread. */

@@ -23,6 +23,7 @@ void cs__slice_view(int dev, uint64_t phys_total, uint64_t phys_free, uint64_t *
         return;
     }
     uint64_t t = min_u64(limit, phys_total);
+    cs__vmm_settle();
     cs__ledger_reap(&cs_rt.ledger);
     uint64_t used = cs__ledger_used(&cs_rt.ledger, dev);
     *total = t;

@@ -21,9 +21,14 @@
  * opens of one handle (the driver returns the same pointer and counts
  * them) are one hold.
  *
- * An import whose share is not in our ledger (another tenant's memory, or
- * a process outside cushare) is not charged here: the creating tenant
- * pays (docs/accounting.md, "Across tenants").
+ * Across tenants (docs/accounting.md, "Across tenants"): every export also
+ * publishes a payer file (src/ledger/payer.c). A process of another tenant
+ * that imports the memory keeps a share in its own ledger carrying nothing
+ * and stands by; when no tenant pays any more (the creating tenant let go
+ * or died), the first standing-by process to look (a view, an admission)
+ * takes the charge over into its tenant's share. An import with no share
+ * in our ledger and no payer file of our uid (another user's memory, or a
+ * process outside cushare) is not charged here.
  *
  * Host-location cuMemCreate (CU_MEM_LOCATION_TYPE_HOST*) is not device
  * memory: passed through, never tracked.
@@ -45,6 +50,7 @@
 
 #include "core/fork.h"
 #include "core/log.h"
+#include "core/path.h"
 
 #define SUBSYS "mem"
 
@@ -57,6 +63,8 @@ struct vmm_alloc {
     int share;             /* ledger share holding the charge, -1: our slot
                             * holds it (in_slot) or nobody here does */
     bool in_slot;          /* charged to our slot (we created it) */
+    int payer_fd[CS_LEDGER_SHARE_KEYS]; /* payer files we hold (-1 none) */
+    uint64_t payer_key[CS_LEDGER_SHARE_KEYS];
 };
 
 /* A handle value the driver gave us `count` times for one allocation. */
@@ -83,6 +91,9 @@ struct ipc_open {
 
 static pthread_mutex_t vmm_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct vmm_alloc *allocs;
+/* Allocations holding payer files: views and admissions look at them
+ * (cs__vmm_settle) only while there are any. Atomic; written under vmm_mu. */
+static int payer_allocs;
 static struct vmm_handle *handles;
 static struct vmm_map *maps;
 static struct ipc_open *ipcs;
@@ -109,6 +120,7 @@ void cs__vmm_atfork_child(void)
     handles = NULL;
     maps = NULL;
     ipcs = NULL;
+    payer_allocs = 0; /* the descriptors are the parent's (O_CLOEXEC, shared locks) */
 }
 
 /* ---- keys both sides can compute ------------------------------------------ */
@@ -173,6 +185,7 @@ static struct vmm_handle **handle_slot(uint64_t handle)
 }
 
 static void alloc_unref(struct vmm_alloc *a);
+static void payer_drop_all(struct vmm_alloc *a);
 
 /* One more reference to `a` through `handle`. false: out of memory. */
 static bool handle_add(uint64_t handle, struct vmm_alloc *a)
@@ -206,6 +219,8 @@ static struct vmm_alloc *alloc_new(int dev, uint64_t bytes, int share, bool in_s
     struct vmm_alloc *a = calloc(1, sizeof *a);
     if (!a)
         return NULL;
+    for (int k = 0; k < CS_LEDGER_SHARE_KEYS; k++)
+        a->payer_fd[k] = -1;
     a->dev = dev;
     a->bytes = bytes;
     a->share = share;
@@ -225,6 +240,9 @@ static void alloc_unref(struct vmm_alloc *a)
         pp = &(*pp)->next;
     if (*pp)
         *pp = a->next;
+    /* Payer files first: a tenant that takes the charge over meanwhile is
+     * counted twice for that moment, never nobody. */
+    payer_drop_all(a);
     if (a->share >= 0)
         cs__ledger_share_leave(&cs_rt.ledger, a->share);
     else if (a->in_slot)
@@ -250,6 +268,136 @@ static int held_share_with_key(uint64_t key)
                 return a->share;
     }
     return -1;
+}
+
+/* ---- payer files (across tenants) --------------------------------------------- */
+
+static const char *share_dir(void)
+{
+    return cs_rt.cfg.share_dir;
+}
+
+static bool has_payer(const struct vmm_alloc *a)
+{
+    for (int k = 0; k < CS_LEDGER_SHARE_KEYS; k++)
+        if (a->payer_fd[k] >= 0)
+            return true;
+    return false;
+}
+
+/* Keeps fd (a payer file of key) with a. vmm_mu held. */
+static void payer_keep(struct vmm_alloc *a, uint64_t key, int fd)
+{
+    for (int k = 0; k < CS_LEDGER_SHARE_KEYS; k++)
+        if (a->payer_fd[k] < 0) {
+            if (!has_payer(a))
+                __atomic_fetch_add(&payer_allocs, 1, __ATOMIC_RELAXED);
+            a->payer_fd[k] = fd;
+            a->payer_key[k] = key;
+            return;
+        }
+    cs__payer_close(share_dir(), key, fd); /* more identities than we track */
+}
+
+static void payer_drop_all(struct vmm_alloc *a)
+{
+    bool had = has_payer(a);
+    for (int k = 0; k < CS_LEDGER_SHARE_KEYS; k++)
+        if (a->payer_fd[k] >= 0) {
+            cs__payer_close(share_dir(), a->payer_key[k], a->payer_fd[k]);
+            a->payer_fd[k] = -1;
+        }
+    if (had)
+        __atomic_fetch_sub(&payer_allocs, 1, __ATOMIC_RELAXED);
+}
+
+/* Publishes key as ours to pay for (the creator, at export). */
+static void payer_publish(struct vmm_alloc *a, uint64_t key)
+{
+    int dev = a->dev;
+    uint64_t bytes = a->bytes;
+    int fd = cs__payer_open(share_dir(), key, true, &dev, &bytes);
+    if (fd < 0) {
+        cs_warn_capped(4, SUBSYS, "cannot publish who pays for shared memory in %s: %s; "
+                       "another tenant importing it will not be charged when this one lets go "
+                       "(set CUSHARE_SHARE_DIR to a directory every tenant can reach)",
+                       share_dir()[0] ? share_dir() : CS_NODE_DIR, strerror(-fd));
+        return;
+    }
+    cs__payer_pay(fd);
+    payer_keep(a, key, fd);
+}
+
+static bool share_charged(int j)
+{
+    const struct cs_ledger_share *sh = cs__ledger_share(&cs_rt.ledger, j);
+    return sh && __atomic_load_n(&sh->charged, __ATOMIC_ACQUIRE) != 0;
+}
+
+/* One allocation: pays if its tenant's share carries the bytes, else
+ * takes the charge over when nobody pays. vmm_mu held. */
+static void payer_settle(struct vmm_alloc *a)
+{
+    for (int k = 0; k < CS_LEDGER_SHARE_KEYS; k++) {
+        int fd = a->payer_fd[k];
+        if (fd < 0 || a->share < 0)
+            continue;
+        if (share_charged(a->share)) {
+            cs__payer_pay(fd); /* a process of ours took it over: we pay too */
+            continue;
+        }
+        if (!cs__payer_unpaid(fd) || cs__payer_elect(fd))
+            continue;
+        int r = cs__ledger_share_adopt(&cs_rt.ledger, a->share);
+        if (r == 0 || r == -EALREADY) {
+            if (r == 0)
+                cs_info(SUBSYS, "device %d: %llu bytes shared with another tenant, which let go "
+                        "of them: now charged to this tenant", a->dev,
+                        (unsigned long long)a->bytes);
+            cs__payer_elected(fd);
+        } else {
+            cs__payer_close(share_dir(), a->payer_key[k], fd); /* cannot pay: let another */
+            a->payer_fd[k] = -1;
+            if (!has_payer(a))
+                __atomic_fetch_sub(&payer_allocs, 1, __ATOMIC_RELAXED);
+        }
+    }
+}
+
+void cs__vmm_settle(void)
+{
+    if (!__atomic_load_n(&payer_allocs, __ATOMIC_RELAXED))
+        return;
+    pthread_mutex_lock(&vmm_mu);
+    for (struct vmm_alloc *a = allocs; a; a = a->next)
+        if (has_payer(a))
+            payer_settle(a);
+    pthread_mutex_unlock(&vmm_mu);
+}
+
+/* An import: our tenant's share of key (joined by the caller, j >= 0), or
+ * else another tenant's payer file: a share of ours standing by. Returns
+ * the allocation or NULL (not charged here). vmm_mu held. */
+static struct vmm_alloc *import_alloc(uint64_t key, int j, int dev, uint64_t bytes)
+{
+    struct vmm_alloc *a = NULL;
+    int pdev = dev;
+    uint64_t pbytes = bytes;
+    int fd = cs__payer_open(share_dir(), key, false, &pdev, &pbytes);
+    if (j < 0 && fd >= 0) {
+        j = cs__ledger_share_make(&cs_rt.ledger, key, pdev, CS_MEM_VMM, pbytes, false);
+        dev = pdev;
+        bytes = pbytes;
+    }
+    if (j >= 0 && !(a = alloc_new(dev, bytes, j, false)))
+        cs__ledger_share_leave(&cs_rt.ledger, j);
+    if (a && fd >= 0) {
+        payer_keep(a, key, fd);
+        payer_settle(a);
+    } else if (fd >= 0) {
+        cs__payer_close(share_dir(), key, fd);
+    }
+    return a;
 }
 
 /* ---- create, map, retain, release ------------------------------------------ */
@@ -397,15 +545,17 @@ static void share_alloc(struct vmm_alloc *a, uint64_t key)
 {
     if (a->share >= 0) {
         cs__ledger_share_add_key(&cs_rt.ledger, a->share, key);
-        return;
-    }
-    if (!a->in_slot)
-        return;
-    int j = cs__ledger_share_make(&cs_rt.ledger, key, a->dev, CS_MEM_VMM, a->bytes);
-    if (j >= 0) {
+    } else if (a->in_slot) {
+        int j = cs__ledger_share_make(&cs_rt.ledger, key, a->dev, CS_MEM_VMM, a->bytes, true);
+        if (j < 0)
+            return; /* the charge stays in our slot; it never moves to a share */
         a->share = j;
         a->in_slot = false;
+    } else {
+        return;
     }
+    if (share_charged(a->share))
+        payer_publish(a, key);
 }
 
 CUresult CUDAAPI cuMemExportToShareableHandle(void *shareableHandle,
@@ -438,14 +588,13 @@ CUresult CUDAAPI cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *ha
     /* Imported here before (or exported from here): the same allocation. */
     struct vmm_alloc *a = alloc_of_share(held_share_with_key(key));
     if (!a) {
-        int dev;
-        uint64_t bytes;
+        int dev = 0;
+        uint64_t bytes = 0;
         int j = cs__ledger_share_join(&cs_rt.ledger, key, &dev, &bytes);
-        if (j >= 0 && !(a = alloc_new(dev, bytes, j, false)))
-            cs__ledger_share_leave(&cs_rt.ledger, j);
-        if (j == -ENOENT)
-            cs_info(SUBSYS, "import of memory no process of this tenant shares: charged to "
-                    "the tenant that created it (docs/accounting.md, \"Across tenants\")");
+        a = import_alloc(key, j, dev, bytes);
+        if (!a)
+            cs_info(SUBSYS, "import of memory no process of this tenant or user shares: not "
+                    "charged here (docs/accounting.md, \"Across tenants\")");
     }
     if (a && !handle_add(*handle, a))
         cs_warn_capped(8, SUBSYS, "out of host memory for a handle record");
@@ -468,7 +617,7 @@ CUresult CUDAAPI cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
         if (t.share) {
             cs__ledger_share_add_key(&cs_rt.ledger, t.share - 1, key);
         } else if (t.bytes) {
-            int j = cs__ledger_share_make(&cs_rt.ledger, key, t.dev, t.cat, t.bytes);
+            int j = cs__ledger_share_make(&cs_rt.ledger, key, t.dev, t.cat, t.bytes, true);
             if (j >= 0) {
                 t.share = j + 1;
                 cs__track_put(CS_TRACK_PTR, dptr, &t);

@@ -23,16 +23,21 @@
 
 #define MiB (1024ull * 1024ull)
 
-static inline struct cs_ledger_header *ledger_map(void)
+static inline struct cs_ledger_header *ledger_map_path(const char *path)
 {
-    const char *path = getenv("CUDA_DEVICE_MEMORY_SHARED_CACHE");
-    CHECK(path != NULL);
     int fd = open(path, O_RDWR | O_CLOEXEC);
     CHECK(fd >= 0);
     void *p = mmap(NULL, CS_LEDGER_FILE_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     CHECK(p != MAP_FAILED);
     close(fd);
     return p;
+}
+
+static inline struct cs_ledger_header *ledger_map(void)
+{
+    const char *path = getenv("CUDA_DEVICE_MEMORY_SHARED_CACHE");
+    CHECK(path != NULL);
+    return ledger_map_path(path);
 }
 
 static inline uint64_t ledger_used(struct cs_ledger_header *h, int dev)

@@ -35,6 +35,7 @@ enum sw_op {
     SW_IPC_CLOSE = 'Z',  /* cuIpcCloseMemHandle */
     SW_FREE = 'F',       /* cuMemFree_v2 of the IPC_ALLOC pointer */
     SW_FORK = 'K',       /* fork a child that exits without CUDA */
+    SW_VIEW = 'V',       /* cuMemGetInfo_v2: a view (settles, takes over) */
     SW_EXIT = 'X',
 };
 
@@ -185,6 +186,11 @@ static void sw_serve(int sock)
                                                                           : CUDA_ERROR_UNKNOWN;
             break;
         }
+        case SW_VIEW: {
+            size_t f, t;
+            rep.result = cuMemGetInfo_v2(&f, &t);
+            break;
+        }
         case SW_EXIT: _exit(0);
         default: rep.result = CUDA_ERROR_INVALID_VALUE;
         }
@@ -194,6 +200,37 @@ static void sw_serve(int sock)
             _exit(1);
         if (out_fd >= 0)
             close(out_fd);
+    }
+}
+
+/* A worker of another tenant: the library reads its configuration once
+ * per process image, so it is exec'ed (argv[0] --worker FD) with the
+ * other ledger in its environment. The test's main hands --worker to
+ * sw_worker_main. */
+static struct sw_proc sw_start_tenant(const char *self, const char *ledger)
+{
+    int sv[2];
+    CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        close(sv[0]);
+        char fd[16];
+        snprintf(fd, sizeof fd, "%d", sv[1]);
+        fcntl(sv[1], F_SETFD, 0);
+        setenv("CUDA_DEVICE_MEMORY_SHARED_CACHE", ledger, 1);
+        execl(self, self, "--worker", fd, (char *)NULL);
+        _exit(127);
+    }
+    close(sv[1]);
+    return (struct sw_proc){pid, sv[0]};
+}
+
+static void sw_worker_main(int argc, char **argv)
+{
+    if (argc == 3 && !strcmp(argv[1], "--worker")) {
+        sw_serve(atoi(argv[2]));
+        _exit(0);
     }
 }
 

@@ -234,8 +234,54 @@ static void budget_held(void)
     printf("a creator's exit keeps the importer's 32 MiB charged; the importer's death frees them\n");
 }
 
-int main(void)
+/* Across tenants (docs/accounting.md): A creates and pays; B imports and
+ * stands by (charged nothing: never twice); when A lets go (exits, or is
+ * killed) B's next view takes the charge over, whatever B's limit; when
+ * B's holder dies, B's next process frees it. */
+static void across_tenants(const char *self, bool kill_creator)
 {
+    char lb_path[4200];
+    snprintf(lb_path, sizeof lb_path, "%s.b", getenv("CUDA_DEVICE_MEMORY_SHARED_CACHE"));
+    unlink(lb_path);
+    struct sw_proc a = sw_start(), b = sw_start_tenant(self, lb_path);
+    int fd;
+    OK(sw_do(&a, SW_CREATE, 0, 32, -1, NULL, NULL));
+    OK(sw_do(&a, SW_MAP, 0, 0, -1, NULL, NULL));
+    OK(sw_do(&a, SW_EXPORT, 0, 0, -1, NULL, &fd));
+    OK(sw_do(&b, SW_IMPORT, 1, 32, fd, NULL, NULL));
+    close(fd);
+    OK(sw_do(&b, SW_MAP, 1, 0, -1, NULL, NULL));
+    OK(sw_do(&b, SW_VIEW, 0, 0, -1, NULL, NULL));
+    struct cs_ledger_header *LB = ledger_map_path(lb_path);
+    same("tenant A pays", 32);
+    CHECK_EQ_U(ledger_used(LB, 0), 0);
+    if (kill_creator) {
+        sw_kill(&a);
+    } else {
+        OK(sw_do(&a, SW_RELEASE, 0, 0, -1, NULL, NULL));
+        OK(sw_do(&a, SW_UNMAP, 0, 0, -1, NULL, NULL));
+        sw_exit(&a);
+    }
+    OK(sw_do(&b, SW_VIEW, 0, 0, -1, NULL, NULL));
+    size_t f, t;
+    CHECK_EQ(cuMemGetInfo_v2(&f, &t), CUDA_SUCCESS);
+    CHECK_EQ_U(ledger_used(L, 0), 0);
+    CHECK_EQ_U(ledger_used(LB, 0), 32 * MiB);
+    CHECK_EQ_U(fakecuda_load(&S->dev[0].used), 32 * MiB);
+    /* B is now over a 16 MiB share of its budget: 40 more do not fit in 64. */
+    CHECK_EQ(sw_do(&b, SW_CREATE, 2, 40, -1, NULL, NULL), CUDA_ERROR_OUT_OF_MEMORY);
+    sw_kill(&b);
+    struct sw_proc c = sw_start_tenant(self, lb_path);
+    OK(sw_do(&c, SW_VIEW, 0, 0, -1, NULL, NULL));
+    CHECK_EQ_U(ledger_used(LB, 0), 0);
+    same("tenant B's holder killed", 0);
+    sw_exit(&c);
+    munmap(LB, CS_LEDGER_FILE_SIZE);
+}
+
+int main(int argc, char **argv)
+{
+    sw_worker_main(argc, argv);
     context_on_device0();
     L = ledger_map();
     S = fake_state();
@@ -250,5 +296,9 @@ int main(void)
         ipc_share(k);
     printf("legacy IPC: ledger = device after each of %d steps, with no kill and with a "
            "SIGKILL at each\n", NIPC);
+    across_tenants(argv[0], false);
+    across_tenants(argv[0], true);
+    printf("across tenants: the creator's tenant pays, the importer's takes over when it "
+           "exits or is killed, nobody pays twice\n");
     return 0;
 }

@@ -1,0 +1,190 @@
+/*
+ * Payer files: which tenant pays for device memory shared across tenants
+ * (docs/accounting.md, "Across tenants").
+ *
+ * Every tenant that holds a shared allocation keeps a share for it in its
+ * own ledger (share.c); at most one of those shares carries the bytes. The
+ * node-wide payer file of the allocation, named by its key in the share
+ * directory (CUSHARE_SHARE_DIR, default /tmp/vgpulock), says whether one
+ * does. Its bytes are OFD locks, which the kernel drops when a process
+ * dies however it dies:
+ *
+ *   byte 0  read-locked by every process whose share carries the bytes
+ *           (the paying tenant's holders);
+ *   byte 1  write-locked, briefly, by a process taking the charge over;
+ *   byte 2  read-locked by every other holder (standing by).
+ *
+ * When byte 0 is free, no tenant pays: a standing-by process takes byte 1,
+ * checks byte 0 again and moves the charge into its own tenant's share
+ * (the caller, src/mem/vmm.c). The file is removed by whoever finds all
+ * three bytes free as it lets go; an opener checks after locking that the
+ * name still names its file, so nobody keeps locks on a removed file.
+ *
+ * The file holds {magic, device, bytes}, written by the creator before it
+ * locks anything. It is created 0600 and opened only if the caller's uid
+ * owns it: a tenant of another user cannot make us believe that somebody
+ * pays (their memory is not charged to us: the documented limit).
+ */
+#define _GNU_SOURCE
+#include "ledger/ledger.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/log.h"
+#include "core/path.h"
+
+#define SUBSYS "ledger"
+#define PAYER_MAGIC 0x3152594150534355ull /* "UCSPAYR1" */
+
+enum { BYTE_PAYING = 0, BYTE_ELECT = 1, BYTE_STANDBY = 2 };
+
+struct payer_file {
+    uint64_t magic;
+    uint32_t dev;
+    uint32_t reserved;
+    uint64_t bytes;
+};
+
+static void payer_name(const char *dir, uint64_t key, char *out, size_t n)
+{
+    snprintf(out, n, "%s/cushare-share-%u-%016" PRIx64, dir && dir[0] ? dir : CS_NODE_DIR,
+             (unsigned)geteuid(), key);
+}
+
+static int lock(int fd, int byte, int cmd, short type)
+{
+    struct flock fl = {.l_type = type, .l_whence = SEEK_SET, .l_start = byte, .l_len = 1};
+    if (fcntl(fd, cmd, &fl) == 0)
+        return 0;
+    return errno == EACCES ? -EAGAIN : -errno;
+}
+
+/* The same file at `name` and behind fd (not removed meanwhile). */
+static bool still_named(int fd, const char *name)
+{
+    struct stat a, b;
+    return fstat(fd, &a) == 0 && lstat(name, &b) == 0 && a.st_dev == b.st_dev &&
+           a.st_ino == b.st_ino;
+}
+
+/* Removes the payer files of this uid that nobody holds (their holders
+ * were killed: only a process that lets go removes one). Once per
+ * process, at its first publication. */
+static void sweep_once(const char *dir)
+{
+    static int done;
+    if (__atomic_exchange_n(&done, 1, __ATOMIC_RELAXED))
+        return;
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "cushare-share-%u-", (unsigned)geteuid());
+    DIR *d = opendir(dir && dir[0] ? dir : CS_NODE_DIR);
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (strncmp(e->d_name, prefix, strlen(prefix)))
+            continue;
+        int fd = openat(dirfd(d), e->d_name, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+        struct stat st;
+        struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 3};
+        if (fd >= 0 && fstat(fd, &st) == 0 && st.st_uid == geteuid() &&
+            fcntl(fd, F_OFD_SETLK, &fl) == 0)
+            unlinkat(dirfd(d), e->d_name, 0);
+        if (fd >= 0)
+            close(fd);
+    }
+    closedir(d);
+}
+
+int cs__payer_open(const char *dir, uint64_t key, bool create, int *dev, uint64_t *bytes)
+{
+    if (create)
+        sweep_once(dir);
+    char name[4200];
+    payer_name(dir, key, name, sizeof name);
+    for (int attempt = 0; attempt < 4; attempt++) {
+        int fd = open(name, O_RDWR | O_CLOEXEC | O_NOFOLLOW | (create ? O_CREAT : 0), 0600);
+        if (fd < 0)
+            return -errno;
+        struct stat st;
+        struct payer_file f;
+        bool fresh = fstat(fd, &st) == 0 && st.st_size == 0;
+        if (fstat(fd, &st) || st.st_uid != geteuid() || (st.st_mode & 077) ||
+            !S_ISREG(st.st_mode)) {
+            close(fd);
+            return -EPERM;
+        }
+        if (fresh && create) {
+            f = (struct payer_file){PAYER_MAGIC, (uint32_t)*dev, 0, *bytes};
+            if (pwrite(fd, &f, sizeof f, 0) != (ssize_t)sizeof f) {
+                close(fd);
+                return -EIO;
+            }
+        } else if (pread(fd, &f, sizeof f, 0) != (ssize_t)sizeof f || f.magic != PAYER_MAGIC ||
+                   f.dev >= CS_MAX_DEVICES) {
+            close(fd);
+            return -EPROTO;
+        }
+        /* A standby lock first, so that the file is not removed under us;
+         * then the name must still be ours (else a remover won: retry). */
+        if (lock(fd, BYTE_STANDBY, F_OFD_SETLK, F_RDLCK) == 0 && still_named(fd, name)) {
+            *dev = (int)f.dev;
+            *bytes = f.bytes;
+            return fd;
+        }
+        close(fd);
+    }
+    return -EAGAIN;
+}
+
+bool cs__payer_unpaid(int fd)
+{
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = BYTE_PAYING, .l_len = 1};
+    return fcntl(fd, F_OFD_GETLK, &fl) == 0 && fl.l_type == F_UNLCK;
+}
+
+int cs__payer_pay(int fd)
+{
+    int r = lock(fd, BYTE_PAYING, F_OFD_SETLK, F_RDLCK);
+    if (r == 0)
+        lock(fd, BYTE_STANDBY, F_OFD_SETLK, F_UNLCK);
+    return r;
+}
+
+int cs__payer_elect(int fd)
+{
+    if (lock(fd, BYTE_ELECT, F_OFD_SETLK, F_WRLCK))
+        return -EAGAIN; /* another process is taking it over right now */
+    if (!cs__payer_unpaid(fd)) {
+        lock(fd, BYTE_ELECT, F_OFD_SETLK, F_UNLCK);
+        return -EAGAIN;
+    }
+    return 0;
+}
+
+void cs__payer_elected(int fd)
+{
+    cs__payer_pay(fd);
+    lock(fd, BYTE_ELECT, F_OFD_SETLK, F_UNLCK);
+}
+
+void cs__payer_close(const char *dir, uint64_t key, int fd)
+{
+    if (fd < 0)
+        return;
+    for (int b = BYTE_PAYING; b <= BYTE_STANDBY; b++)
+        lock(fd, b, F_OFD_SETLK, F_UNLCK);
+    char name[4200];
+    payer_name(dir, key, name, sizeof name);
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 3};
+    if (fcntl(fd, F_OFD_SETLK, &fl) == 0 && still_named(fd, name))
+        unlink(name); /* nobody pays, elects or stands by: nobody holds it */
+    close(fd);
+}
