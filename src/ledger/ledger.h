@@ -251,6 +251,8 @@ int cs__ledger_share_make(struct cs_ledger *l, uint64_t key, int dev, enum cs_me
 int cs__ledger_share_adopt(struct cs_ledger *l, int j);
 int cs__ledger_share_add_key(struct cs_ledger *l, int j, uint64_t key);
 int cs__ledger_share_join(struct cs_ledger *l, uint64_t key, int *dev, uint64_t *bytes);
+/* The LIVE share carrying key, held or not: its index or -ENOENT. */
+int cs__ledger_share_find(const struct cs_ledger *l, uint64_t key);
 void cs__ledger_share_leave(struct cs_ledger *l, int j);
 int cs__ledger_share_sweep(struct cs_ledger *l);
 struct cs_ledger_share *cs__ledger_share(const struct cs_ledger *l, int j);

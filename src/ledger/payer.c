@@ -115,18 +115,27 @@ int cs__payer_open(const char *dir, uint64_t key, bool create, int *dev, uint64_
             return -errno;
         struct stat st;
         struct payer_file f;
-        bool fresh = fstat(fd, &st) == 0 && st.st_size == 0;
         if (fstat(fd, &st) || st.st_uid != geteuid() || (st.st_mode & 077) ||
             !S_ISREG(st.st_mode)) {
             close(fd);
             return -EPERM;
         }
-        if (fresh && create) {
+        if (create) {
+            /* Ours to write only if nobody holds it: a held file of the same
+             * key is another allocation's (the key is not unique). */
+            struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 3};
             f = (struct payer_file){PAYER_MAGIC, (uint32_t)*dev, 0, *bytes};
-            if (pwrite(fd, &f, sizeof f, 0) != (ssize_t)sizeof f) {
+            if (fcntl(fd, F_OFD_SETLK, &fl)) {
+                close(fd);
+                return -EEXIST;
+            }
+            if (ftruncate(fd, 0) || pwrite(fd, &f, sizeof f, 0) != (ssize_t)sizeof f) {
                 close(fd);
                 return -EIO;
             }
+            fl.l_len = 2; /* keep byte 2 (standby) through the downgrade below */
+            fl.l_type = F_UNLCK;
+            fcntl(fd, F_OFD_SETLK, &fl);
         } else if (pread(fd, &f, sizeof f, 0) != (ssize_t)sizeof f || f.magic != PAYER_MAGIC ||
                    f.dev >= CS_MAX_DEVICES) {
             close(fd);

@@ -195,6 +195,16 @@ static bool has_key(const struct cs_ledger_share *sh, uint64_t key)
     return false;
 }
 
+int cs__ledger_share_find(const struct cs_ledger *l, uint64_t key)
+{
+    for (int j = 0; key && l->hdr && j < CS_LEDGER_SHARES; j++) {
+        const struct cs_ledger_share *sh = cs__ledger_share(l, j);
+        if (LOAD(&sh->state) == CS_SHARE_LIVE && has_key(sh, key))
+            return j;
+    }
+    return -ENOENT;
+}
+
 int cs__ledger_share_join(struct cs_ledger *l, uint64_t key, int *dev, uint64_t *bytes)
 {
     int r = check(l);

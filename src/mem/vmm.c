@@ -47,6 +47,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/fork.h"
 #include "core/log.h"
@@ -112,6 +113,12 @@ void cs__vmm_atfork_child(void)
     /* The child holds none of the parent's references (the driver gives a
      * fork child nothing of the parent's), nor its share locks. */
     cs__mutex_reset(&vmm_mu);
+    /* Our copies of the payer descriptors only: the parent's keep its
+     * locks (an OFD lock goes with the last descriptor of its file). */
+    for (struct vmm_alloc *a = allocs; a; a = a->next)
+        for (int k = 0; k < CS_LEDGER_SHARE_KEYS; k++)
+            if (a->payer_fd[k] >= 0)
+                close(a->payer_fd[k]);
     free_chain(allocs, offsetof(struct vmm_alloc, next));
     free_chain(handles, offsetof(struct vmm_handle, next));
     free_chain(maps, offsetof(struct vmm_map, next));
@@ -120,7 +127,7 @@ void cs__vmm_atfork_child(void)
     handles = NULL;
     maps = NULL;
     ipcs = NULL;
-    payer_allocs = 0; /* the descriptors are the parent's (O_CLOEXEC, shared locks) */
+    payer_allocs = 0;
 }
 
 /* ---- keys both sides can compute ------------------------------------------ */
@@ -317,6 +324,12 @@ static void payer_publish(struct vmm_alloc *a, uint64_t key)
     int dev = a->dev;
     uint64_t bytes = a->bytes;
     int fd = cs__payer_open(share_dir(), key, true, &dev, &bytes);
+    if (fd == -EEXIST) {
+        cs_warn_capped(1, SUBSYS, "another allocation of this user has the same identity "
+                       "(descriptor inode); other tenants importing it will not be charged when "
+                       "this one lets go");
+        return;
+    }
     if (fd < 0) {
         cs_warn_capped(4, SUBSYS, "cannot publish who pays for shared memory in %s: %s; "
                        "another tenant importing it will not be charged when this one lets go "
@@ -541,8 +554,25 @@ CUresult CUDAAPI cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handl
 
 /* Moves a's charge from our slot into a share carrying key, or adds key
  * to a's share. vmm_mu held. */
+/* A key that already names another live share cannot tell the two apart
+ * (a driver whose exported descriptors share one inode would do that):
+ * the allocation is then not shared through it, and its creator alone
+ * pays while it holds it. Said once. */
+static bool key_taken(const struct vmm_alloc *a, uint64_t key)
+{
+    int other = cs__ledger_share_find(&cs_rt.ledger, key);
+    if (other < 0 || other == a->share)
+        return false;
+    cs_warn_capped(1, SUBSYS, "two exported allocations have the same identity (descriptor "
+                   "inode); such memory is charged to its creator only, while the creator "
+                   "holds it (docs/accounting.md, \"Shared memory\")");
+    return true;
+}
+
 static void share_alloc(struct vmm_alloc *a, uint64_t key)
 {
+    if (key_taken(a, key))
+        return;
     if (a->share >= 0) {
         cs__ledger_share_add_key(&cs_rt.ledger, a->share, key);
     } else if (a->in_slot) {

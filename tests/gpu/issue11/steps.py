@@ -11,7 +11,8 @@ expandable    PyTorch, PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, under
 vmm_pair      vmm_share.c: creator and importer of one tenant share 1 GiB over a unix
               socket; the creator exits first, the importer checks the data; the
               ledger still holds the 1 GiB until the importer releases it (drop of
-              1024 MiB ± 2)
+              1024 MiB ± 2); also prints the exported fd's (dev, inode) for a second
+              export and another allocation: FAIL if two allocations share one
 fd_late       measurement: the creator lets go of everything before it sends the fd;
               does the driver still import it (is an exported fd a reference)? FAIL if
               it does and the importer's view did not count it
@@ -155,6 +156,7 @@ def pair(s, ledger_a, ledger_b, mib=1024):
                                                         "--hold"]), stdin=subprocess.PIPE)
     with smi_sampler.MemSampler({"importer": i.pid, "creator": c.pid}) as smp:
         m["creator_rc"] = finish(c, 90)
+        m["fdid"] = next((x[13:] for x in c.lines if x.startswith("CREATOR FDID")), "not printed")
         m["holding"] = read_until(i, "IMPORTER HOLDING", 90)
         m["data"] = next((x for x in i.lines if x.startswith("IMPORTER DATA")), "none")
         time.sleep(0.5)
@@ -185,7 +187,9 @@ def vmm_pair(s):
             f"{m['b_released']} after release: drop {drop} MiB (want 1024 ± 2); nvidia-smi "
             f"importer max {m['smi_importer_max']} MiB; importer rc {m['importer_rc']}")
     report(line)
-    return ok, line
+    report(f"exported fd identity: {m['fdid']}")
+    ok &= "keys collide" not in m["fdid"]
+    return ok, line + ("; FD KEYS COLLIDE" if "keys collide" in m["fdid"] else "")
 
 
 def fd_late(s):

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -165,6 +166,37 @@ static int recv_fd(int s)
     return fd;
 }
 
+/* What identifies an exported descriptor: cushare keys shares by the
+ * (device, inode) of the fd (src/mem/vmm.c). Prints both for a second
+ * export of the same allocation and for another allocation, so a run on
+ * the real driver shows whether that key is unique per allocation. */
+static void fd_identity(const char *W, CUmemGenericAllocationHandle h, int fd,
+                        const CUmemAllocationProp *p, size_t gran)
+{
+    int fd2 = -1, fd3 = -1;
+    CUmemGenericAllocationHandle other;
+    CU(W, cuMemExportToShareableHandle(&fd2, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+    CU(W, cuMemCreate(&other, gran, p, 0));
+    CU(W, cuMemExportToShareableHandle(&fd3, other, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+    struct stat a, b, c;
+    char link[256] = "?";
+    char proc[64];
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(proc, link, sizeof link - 1);
+    link[n > 0 ? n : 1] = 0;
+    if (fstat(fd, &a) == 0 && fstat(fd2, &b) == 0 && fstat(fd3, &c) == 0)
+        printf("CREATOR FDID %s: export 1 %llx:%llu, export 2 of the same %llx:%llu (%s), "
+               "another allocation %llx:%llu (%s)\n", link,
+               (unsigned long long)a.st_dev, (unsigned long long)a.st_ino,
+               (unsigned long long)b.st_dev, (unsigned long long)b.st_ino,
+               a.st_ino == b.st_ino ? "same" : "differs",
+               (unsigned long long)c.st_dev, (unsigned long long)c.st_ino,
+               a.st_ino == c.st_ino && a.st_dev == c.st_dev ? "SAME: keys collide" : "differs");
+    close(fd2);
+    close(fd3);
+    CU(W, cuMemRelease(other));
+}
+
 static int creator(const char *path, size_t size, int late)
 {
     const char *W = "CREATOR";
@@ -190,6 +222,8 @@ static int creator(const char *path, size_t size, int late)
     printf("CREATOR created and mapped %zu MiB, exported as fd %d, view %llu MiB, data %s\n",
            (size_t)(size / MiB), fd, view_used_mib(W), own ? "readable" : "not kept (no backing store)");
     fflush(stdout);
+    if (!late)
+        fd_identity(W, h, fd, &p, gran ? gran : 2 * MiB);
     if (late) { /* every reference of ours goes before the importer sees the fd */
         unmap(W, va, size);
         CU(W, cuMemRelease(h));
