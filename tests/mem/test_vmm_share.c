@@ -4,7 +4,7 @@
  * every step, the tenant's ledger must equal what the fake device holds
  * (tests/fakecuda models the driver's reference counting: handles,
  * retains, mappings, imports, IPC opens, in every process), and the
- * tenant's own view (cuMemGetInfo) must show it.
+ * tenant's own views (cuMemGetInfo, NVML) must show it.
  *
  * Budget 64 MiB; contexts cost nothing on this fake device, so the device
  * holds exactly the tenant's allocations.
@@ -13,6 +13,8 @@
 
 static struct cs_ledger_header *L;
 static struct fakecuda_state *S;
+static struct nvml_api N;
+static nvmlDevice_t D0;
 
 /* Settles (a view reaps dead slots and frees unheld shares; the fake
  * reaps dead processes) and compares. */
@@ -22,11 +24,12 @@ static void same(const char *step, uint64_t want_mib)
     CHECK_EQ(cuMemGetInfo_v2(&free_b, &total), CUDA_SUCCESS);
     uint64_t dev = fakecuda_load(&S->dev[0].used);
     uint64_t led = ledger_used(L, 0);
-    if (dev != led || led != want_mib * MiB || total - free_b != led) {
-        fprintf(stderr, "%s: device holds %llu MiB, ledger %llu MiB, view %llu MiB, expected "
-                "%llu MiB\n", step, (unsigned long long)(dev / MiB),
+    nvmlMemory_t nv = nvml_memory(&N, D0);
+    if (dev != led || led != want_mib * MiB || total - free_b != led || nv.used != led) {
+        fprintf(stderr, "%s: device holds %llu MiB, ledger %llu MiB, view %llu MiB, NVML %llu "
+                "MiB, expected %llu MiB\n", step, (unsigned long long)(dev / MiB),
                 (unsigned long long)(led / MiB), (unsigned long long)((total - free_b) / MiB),
-                (unsigned long long)want_mib);
+                (unsigned long long)(nv.used / MiB), (unsigned long long)want_mib);
         exit(1);
     }
 }
@@ -285,6 +288,8 @@ int main(int argc, char **argv)
     context_on_device0();
     L = ledger_map();
     S = fake_state();
+    N = nvml_open();
+    CHECK_EQ(N.by_index(0, &D0), NVML_SUCCESS);
     same("start", 0);
     in_process();
     budget_held();
