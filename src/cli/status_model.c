@@ -112,6 +112,11 @@ void cs_status_snapshot(const struct cs_ledger *l, struct cs_status *st)
         v->peak = LD(&h->dev[d].peak);
         v->physical_total = LD(&h->physical_total[d]);
         v->sm_limit = LD(&h->sm_limit[d]);
+        for (int j = 0; j < CS_LEDGER_SHARES; j++) {
+            const struct cs_ledger_share *sh = cs__ledger_share(l, j);
+            if (LD(&sh->dev) == (uint32_t)d)
+                v->shared += LD(&sh->charged);
+        }
     }
     st->nproc = 0;
     for (int i = 0; i < CS_LEDGER_SLOTS; i++)
@@ -187,6 +192,11 @@ void cs_status_print_human(FILE *out, const struct cs_status *st)
         fprintf(out, "%3d  %-40s %11s %11s %11s %11s %4s\n", d->index, d->uuid[0] ? d->uuid : "-",
                 lim, used, fr, peak, sm);
     }
+    for (int i = 0; i < st->ndev; i++)
+        if (st->dev[i].shared)
+            fprintf(out, "device %d: %.1f MiB of USED is memory processes share (VMM exports, "
+                    "IPC), charged once and in no process below\n", st->dev[i].index,
+                    (double)st->dev[i].shared / (1024.0 * 1024.0));
     fprintf(out, "\n");
     if (!st->nproc) {
         fprintf(out, "no processes\n");
@@ -269,8 +279,8 @@ void cs_status_print_json(FILE *out, const struct cs_status *st)
         else
             fprintf(out, "null");
         fprintf(out, ",\"peak\":%" PRIu64 ",\"physical_total\":%" PRIu64
-                     ",\"sm_limit\":%" PRIu32 "}",
-                d->peak, d->physical_total, d->sm_limit);
+                     ",\"sm_limit\":%" PRIu32 ",\"shared\":%" PRIu64 "}",
+                d->peak, d->physical_total, d->sm_limit, d->shared);
     }
     fprintf(out, "],\"processes\":[");
     for (int i = 0; i < st->nproc; i++) {

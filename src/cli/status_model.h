@@ -22,6 +22,8 @@ struct cs_status_device {
     char uuid[48];              /* "GPU-xxxxxxxx-...", "" when not yet known */
     uint64_t limit;             /* bytes, 0 = no limit */
     uint64_t used, peak, physical_total;
+    uint64_t shared;            /* part of used held by shares (memory several
+                                 * processes hold), in no process's bytes */
     uint32_t sm_limit;          /* percent, 0 = none */
 };
 
