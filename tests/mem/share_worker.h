@@ -28,6 +28,7 @@ enum sw_op {
     SW_RETAIN = 'T',     /* cuMemRetainAllocationHandle of the mapping */
     SW_UNRETAIN = 'Q',   /* cuMemRelease of the retained handle */
     SW_EXPORT = 'E',     /* export as a POSIX fd, sent back */
+    SW_EXPORT_FABRIC = 'B', /* export as a fabric handle (not offered here) */
     SW_IMPORT = 'I',     /* import the fd sent along, arg MiB */
     SW_IPC_ALLOC = 'A',  /* arg MiB: cuMemAlloc */
     SW_IPC_GET = 'G',    /* cuIpcGetMemHandle, the 64 bytes sent back */
@@ -165,6 +166,11 @@ static void sw_serve(int sock)
             rep.result = cuMemExportToShareableHandle(&out_fd, s.h[i],
                                                       CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
             break;
+        case SW_EXPORT_FABRIC: {
+            CUmemFabricHandle fh;
+            rep.result = cuMemExportToShareableHandle(&fh, s.h[i], CU_MEM_HANDLE_TYPE_FABRIC, 0);
+            break;
+        }
         case SW_IMPORT:
             s.size[i] = (size_t)c.mib * MiB;
             rep.result = cuMemImportFromShareableHandle(&s.h[i], (void *)(intptr_t)fd,

@@ -62,6 +62,9 @@ static void in_process(void)
     /* The same export imported twice in its own process: one allocation. */
     int fd;
     OK(sw_do(&a, SW_CREATE, 2, 8, -1, NULL, NULL));
+    /* No fabric here: the driver's answer passes through, nothing moves. */
+    CHECK_EQ(sw_do(&a, SW_EXPORT_FABRIC, 2, 0, -1, NULL, NULL), CUDA_ERROR_NOT_SUPPORTED);
+    same("fabric export refused", 8);
     OK(sw_do(&a, SW_EXPORT, 2, 0, -1, NULL, &fd));
     OK(sw_do(&a, SW_IMPORT, 3, 8, fd, NULL, NULL));
     OK(sw_do(&a, SW_IMPORT, 4, 8, fd, NULL, NULL));
