@@ -19,9 +19,6 @@ cs_mem_test(mem_views_reap test_views_reap.c "CUDA_DEVICE_MEMORY_LIMIT=64m"
   "FAKECUDA_CTX_BYTES=8m")
 cs_mem_test(mem_race test_race.c "CUDA_DEVICE_MEMORY_LIMIT=64m")
 cs_mem_test(mem_sigkill test_sigkill.c "CUDA_DEVICE_MEMORY_LIMIT=64m")
-# Memory shared between processes (VMM exports over SCM_RIGHTS, legacy IPC):
-# ledger = fake device after every step and after a SIGKILL at every step.
-cs_mem_test(mem_vmm_share test_vmm_share.c "CUDA_DEVICE_MEMORY_LIMIT=64m")
 # Every knob with a bad value fails CUDA initialisation with one message.
 cs_mem_test(mem_bad_config test_bad_config.c "CUDA_DEVICE_MEMORY_LIMIT=4x"
   "CS_EXPECT=CUDA_DEVICE_MEMORY_LIMIT='4x'|k/m/g")
@@ -104,6 +101,11 @@ foreach(case init contexts track pools graph slots ledger_guard arm watch_start 
   set_tests_properties(mem_fork_${case} PROPERTIES TIMEOUT 60 ENVIRONMENT
     "${CS_TEST_ENV};CS_BUILD_DIR=${CMAKE_BINARY_DIR};${CS_MEM_ENV};CUDA_DEVICE_MEMORY_LIMIT=64m;CUDA_DEVICE_SM_LIMIT=50;GPU_CORE_UTILIZATION_POLICY=force;FAKECUDA_NS_PER_BLOCK=100;CUDA_DEVICE_MEMORY_SHARED_CACHE=${CMAKE_BINARY_DIR}/tmp/mem_fork_${case}.ledger;FAKECUDA_STATE=${CMAKE_BINARY_DIR}/tmp/mem_fork_${case}.fake;CUSHARE_BOARD=${CMAKE_BINARY_DIR}/tmp/mem_fork_${case}.board")
 endforeach()
+
+# Memory shared between processes (VMM exports over SCM_RIGHTS, legacy IPC,
+# across tenants): ledger = fake device after every step and after a SIGKILL
+# at every step; preloaded and in-process (ASan/UBSan, TSan builds).
+cs_mem_ctx_test(mem_vmm_share test_vmm_share.c "CUDA_DEVICE_MEMORY_LIMIT=64m")
 
 # The H200 program of issue 11 (tests/gpu/issue11/vmm_share.c) on the fake
 # driver: creator and importer processes of one tenant over a unix socket.
