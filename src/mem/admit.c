@@ -40,7 +40,7 @@ void cs__give_back(int dev, enum cs_mem_category cat, uint64_t bytes)
 void cs__tracked_give_back(const struct cs_tracked *t)
 {
     if (t->share)
-        cs__ledger_share_leave(&cs_rt.ledger, t->share - 1);
+        cs__vmm_share_release(t->share - 1);
     else
         cs__give_back(t->dev, t->cat, t->bytes);
 }

@@ -74,6 +74,10 @@ void cs__vmm_atfork_child(void);
  * process holds no such memory. Views and admissions call it. */
 void cs__vmm_settle(void);
 
+/* The creator's cuMemAlloc record that holds share j (exported over legacy
+ * IPC) goes: its payer files and its hold of the share (vmm.c). */
+void cs__vmm_share_release(int j);
+
 /* Fork child: resets every piece of src/mem's per-process state (contexts,
  * allocation records, pool and graph charges, their locks). Called by the
  * one fork handler (hook/init.c), in the child, with one thread. */

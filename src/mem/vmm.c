@@ -64,6 +64,9 @@ struct vmm_alloc {
     int share;             /* ledger share holding the charge, -1: our slot
                             * holds it (in_slot) or nobody here does */
     bool in_slot;          /* charged to our slot (we created it) */
+    bool ipc_owner;        /* the creator's record of a cuMemAlloc handed out
+                            * with cuIpcGetMemHandle: its one reference is
+                            * the allocation's (cuMemFree, its context) */
     int payer_fd[CS_LEDGER_SHARE_KEYS]; /* payer files we hold (-1 none) */
     uint64_t payer_key[CS_LEDGER_SHARE_KEYS];
 };
@@ -82,12 +85,13 @@ struct vmm_map {
     struct vmm_alloc *a;
 };
 
-/* A legacy IPC pointer opened `count` times, holding share `share`. */
+/* A legacy IPC pointer opened `count` times: one reference to `a` (NULL:
+ * memory not charged here). */
 struct ipc_open {
     struct ipc_open *next;
     uint64_t ptr;
     int count;
-    int share;
+    struct vmm_alloc *a;
 };
 
 static pthread_mutex_t vmm_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -391,14 +395,15 @@ void cs__vmm_settle(void)
 /* An import: our tenant's share of key (joined by the caller, j >= 0), or
  * else another tenant's payer file: a share of ours standing by. Returns
  * the allocation or NULL (not charged here). vmm_mu held. */
-static struct vmm_alloc *import_alloc(uint64_t key, int j, int dev, uint64_t bytes)
+static struct vmm_alloc *import_alloc(uint64_t key, int j, int dev, uint64_t bytes,
+                                      enum cs_mem_category cat)
 {
     struct vmm_alloc *a = NULL;
     int pdev = dev;
     uint64_t pbytes = bytes;
     int fd = cs__payer_open(share_dir(), key, false, &pdev, &pbytes);
     if (j < 0 && fd >= 0) {
-        j = cs__ledger_share_make(&cs_rt.ledger, key, pdev, CS_MEM_VMM, pbytes, false);
+        j = cs__ledger_share_make(&cs_rt.ledger, key, pdev, cat, pbytes, false);
         dev = pdev;
         bytes = pbytes;
     }
@@ -561,7 +566,7 @@ CUresult CUDAAPI cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handl
 static bool key_taken(const struct vmm_alloc *a, uint64_t key)
 {
     int other = cs__ledger_share_find(&cs_rt.ledger, key);
-    if (other < 0 || other == a->share)
+    if (other < 0 || (a && other == a->share)) /* a NULL: not shared yet */
         return false;
     cs_warn_capped(1, SUBSYS, "two exported allocations have the same identity (descriptor "
                    "inode); such memory is charged to its creator only, while the creator "
@@ -621,7 +626,7 @@ CUresult CUDAAPI cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *ha
         int dev = 0;
         uint64_t bytes = 0;
         int j = cs__ledger_share_join(&cs_rt.ledger, key, &dev, &bytes);
-        a = import_alloc(key, j, dev, bytes);
+        a = import_alloc(key, j, dev, bytes, CS_MEM_VMM);
         if (!a)
             cs_info(SUBSYS, "import of memory no process of this tenant or user shares: not "
                     "charged here (docs/accounting.md, \"Across tenants\")");
@@ -643,19 +648,43 @@ CUresult CUDAAPI cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
     uint64_t key = bytes_key(KEY_IPC, pHandle->reserved, sizeof pHandle->reserved);
     pthread_mutex_lock(&vmm_mu); /* one exporter at a time for the record below */
     struct cs_tracked t;
-    if (cs__track_get(CS_TRACK_PTR, dptr, &t) == 0) {
-        if (t.share) {
-            cs__ledger_share_add_key(&cs_rt.ledger, t.share - 1, key);
-        } else if (t.bytes) {
+    struct vmm_alloc *a = NULL;
+    if (cs__track_get(CS_TRACK_PTR, dptr, &t) == 0 &&
+        !key_taken((a = t.share ? alloc_of_share(t.share - 1) : NULL), key)) {
+        if (a) {
+            cs__ledger_share_add_key(&cs_rt.ledger, a->share, key);
+            payer_publish(a, key);
+        } else if (!t.share && t.bytes) {
+            /* The charge moves from our slot into a share, held by a record
+             * of ours until the allocation goes (cs__vmm_share_release). */
             int j = cs__ledger_share_make(&cs_rt.ledger, key, t.dev, t.cat, t.bytes, true);
             if (j >= 0) {
                 t.share = j + 1;
                 cs__track_put(CS_TRACK_PTR, dptr, &t);
+                a = alloc_new(t.dev, t.bytes, j, false);
+                if (a) {
+                    a->refs = 1;
+                    a->ipc_owner = true;
+                    payer_publish(a, key);
+                }
             }
         }
     }
     pthread_mutex_unlock(&vmm_mu);
     return r;
+}
+
+void cs__vmm_share_release(int j)
+{
+    pthread_mutex_lock(&vmm_mu);
+    struct vmm_alloc *a = allocs;
+    while (a && !(a->ipc_owner && a->share == j))
+        a = a->next;
+    if (a)
+        alloc_unref(a); /* its payer files, then the share */
+    else
+        cs__ledger_share_leave(&cs_rt.ledger, j);
+    pthread_mutex_unlock(&vmm_mu);
 }
 
 CUresult CUDAAPI cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags)
@@ -671,20 +700,21 @@ CUresult CUDAAPI cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle
         o = o->next;
     if (o) {
         o->count++; /* opened again: the driver returned the same pointer */
-    } else {
-        int dev;
-        uint64_t bytes;
-        int j = cs__ledger_share_join(&cs_rt.ledger, key, &dev, &bytes);
-        o = calloc(1, sizeof *o);
-        if (o) {
-            o->ptr = *pdptr;
-            o->count = 1;
-            o->share = j;
-            o->next = ipcs;
-            ipcs = o;
-        } else if (j >= 0) {
-            cs__ledger_share_leave(&cs_rt.ledger, j);
+    } else if ((o = calloc(1, sizeof *o))) {
+        struct vmm_alloc *a = alloc_of_share(held_share_with_key(key));
+        if (!a) {
+            int dev = 0;
+            uint64_t bytes = 0;
+            int j = cs__ledger_share_join(&cs_rt.ledger, key, &dev, &bytes);
+            a = import_alloc(key, j, dev, bytes, CS_MEM_DATA);
         }
+        if (a)
+            a->refs++;
+        o->ptr = *pdptr;
+        o->count = 1;
+        o->a = a;
+        o->next = ipcs;
+        ipcs = o;
     }
     pthread_mutex_unlock(&vmm_mu);
     return r;
@@ -710,8 +740,8 @@ CUresult CUDAAPI cuIpcCloseMemHandle(CUdeviceptr dptr)
             pp = &(*pp)->next;
         if (*pp)
             *pp = o->next;
-        if (o->share >= 0)
-            cs__ledger_share_leave(&cs_rt.ledger, o->share);
+        if (o->a)
+            alloc_unref(o->a);
         free(o);
     }
     pthread_mutex_unlock(&vmm_mu);

@@ -285,6 +285,43 @@ static void across_tenants(const char *self, bool kill_creator)
     munmap(LB, CS_LEDGER_FILE_SIZE);
 }
 
+/* The same across tenants for legacy IPC (torch.multiprocessing between
+ * slices): A's cuMemAlloc opened by B; A frees and exits, B takes over. */
+static void across_tenants_ipc(const char *self)
+{
+    char lb_path[4200];
+    snprintf(lb_path, sizeof lb_path, "%s.b", getenv("CUDA_DEVICE_MEMORY_SHARED_CACHE"));
+    unlink(lb_path);
+    struct sw_proc a = sw_start(), b = sw_start_tenant(self, lb_path);
+    CUipcMemHandle h;
+    memset(&h, 0, sizeof h);
+    OK(sw_do(&a, SW_IPC_ALLOC, 0, 24, -1, NULL, NULL));
+    OK(sw_do(&a, SW_IPC_GET, 0, 0, -1, &h, NULL));
+    OK(sw_do(&a, SW_IPC_GET, 0, 0, -1, &h, NULL)); /* again: the same memory */
+    OK(sw_do(&b, SW_IPC_OPEN, 0, 0, -1, &h, NULL));
+    OK(sw_do(&b, SW_IPC_OPEN, 0, 0, -1, &h, NULL));
+    OK(sw_do(&b, SW_VIEW, 0, 0, -1, NULL, NULL));
+    struct cs_ledger_header *LB = ledger_map_path(lb_path);
+    same("ipc: tenant A pays", 24);
+    CHECK_EQ_U(ledger_used(LB, 0), 0);
+    OK(sw_do(&a, SW_FREE, 0, 0, -1, NULL, NULL));
+    sw_exit(&a);
+    OK(sw_do(&b, SW_VIEW, 0, 0, -1, NULL, NULL));
+    size_t f, t;
+    CHECK_EQ(cuMemGetInfo_v2(&f, &t), CUDA_SUCCESS);
+    CHECK_EQ_U(ledger_used(L, 0), 0);
+    CHECK_EQ_U(ledger_used(LB, 0), 24 * MiB);
+    CHECK_EQ_U(fakecuda_load(&S->dev[0].used), 24 * MiB);
+    OK(sw_do(&b, SW_IPC_CLOSE, 0, 0, -1, NULL, NULL));
+    OK(sw_do(&b, SW_VIEW, 0, 0, -1, NULL, NULL));
+    CHECK_EQ_U(ledger_used(LB, 0), 24 * MiB);
+    OK(sw_do(&b, SW_IPC_CLOSE, 0, 0, -1, NULL, NULL));
+    CHECK_EQ_U(ledger_used(LB, 0), 0);
+    same("ipc: last close in tenant B", 0);
+    sw_exit(&b);
+    munmap(LB, CS_LEDGER_FILE_SIZE);
+}
+
 int main(int argc, char **argv)
 {
     sw_worker_main(argc, argv);
@@ -306,6 +343,7 @@ int main(int argc, char **argv)
            "SIGKILL at each\n", NIPC);
     across_tenants(argv[0], false);
     across_tenants(argv[0], true);
+    across_tenants_ipc(argv[0]);
     printf("across tenants: the creator's tenant pays, the importer's takes over when it "
            "exits or is killed, nobody pays twice\n");
     return 0;
