@@ -15,4 +15,10 @@
  * how ledgers, the board, the broker socket and the CLI find a parent. */
 void cs__path_dir(const char *path, char *dir, size_t dirsz, const char **base);
 
+/* Opens a node-wide directory (the board's, the share directory),
+ * creating it one level deep, 1777 like /tmp, if it is missing (the mode
+ * set on the descriptor, never left to the umask). A symlink is -ELOOP.
+ * Returns an O_DIRECTORY descriptor or -errno. */
+int cs__node_dir_open(const char *dir);
+
 #endif

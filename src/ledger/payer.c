@@ -111,6 +111,13 @@ int cs__payer_open(const char *dir, uint64_t key, bool create, int *dev, uint64_
     payer_name(dir, key, name, sizeof name);
     for (int attempt = 0; attempt < 4; attempt++) {
         int fd = open(name, O_RDWR | O_CLOEXEC | O_NOFOLLOW | (create ? O_CREAT : 0), 0600);
+        if (fd < 0 && errno == ENOENT && create) { /* a node without the directory yet */
+            int dfd = cs__node_dir_open(dir && dir[0] ? dir : CS_NODE_DIR);
+            if (dfd < 0)
+                return dfd;
+            close(dfd);
+            fd = open(name, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_CREAT, 0600);
+        }
         if (fd < 0)
             return -errno;
         struct stat st;

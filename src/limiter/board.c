@@ -132,31 +132,6 @@ static off_t entry_offset(unsigned i)
 
 /* ---- the directory ---------------------------------------------------- */
 
-/* Missing (a fresh node without HAMi's /tmp/vgpulock): created one level,
- * shared like /tmp. The mode is set on the descriptor we then check, never
- * left to the umask. Losing a race to another creator is fine: its
- * directory is checked like any other. Returns a descriptor or -errno. */
-static int open_or_create_dir(const char *dir)
-{
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd >= 0)
-        return fd;
-    struct stat st;
-    if (errno == ENOTDIR && !lstat(dir, &st) && S_ISLNK(st.st_mode))
-        return -ELOOP; /* O_DIRECTORY | O_NOFOLLOW reports a symlink so */
-    if (errno != ENOENT)
-        return -errno;
-    bool made = mkdir(dir, 0700) == 0;
-    if (!made && errno != EEXIST)
-        return -errno;
-    fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
-    if (made && !fstat(fd, &st) && st.st_uid == geteuid())
-        fchmod(fd, 01777);
-    return fd;
-}
-
 /* One warning for a refused board, naming what and why. */
 #define refuse(fmt, ...) cs_warn(SUBSYS, "node board: " fmt "; " FALLBACK, __VA_ARGS__)
 
@@ -194,7 +169,7 @@ static bool dir_trusted(const char *dir, const struct stat *st)
 
 static int open_dir(const char *dir)
 {
-    int fd = open_or_create_dir(dir);
+    int fd = cs__node_dir_open(dir);
     if (fd < 0) {
         dir_unusable(dir, -fd);
         return -1;
