@@ -392,20 +392,45 @@ void cs__vmm_settle(void)
     pthread_mutex_unlock(&vmm_mu);
 }
 
+/* The device index, in this process's numbering, of an imported handle
+ * or an opened IPC pointer; -1 if the driver does not say. */
+static int handle_device(CUmemGenericAllocationHandle h)
+{
+    CUmemAllocationProp p;
+    memset(&p, 0, sizeof p);
+    if (!cs_drv.cuMemGetAllocationPropertiesFromHandle ||
+        cs_drv.cuMemGetAllocationPropertiesFromHandle(&p, h) != CUDA_SUCCESS ||
+        p.location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+        return -1;
+    return p.location.id;
+}
+
+static int pointer_device(CUdeviceptr ptr)
+{
+    int ordinal = -1;
+    if (!cs_drv.cuPointerGetAttribute ||
+        cs_drv.cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr) !=
+            CUDA_SUCCESS)
+        return -1;
+    return ordinal;
+}
+
 /* An import: our tenant's share of key (joined by the caller, j >= 0), or
  * else another tenant's payer file: a share of ours standing by. Returns
  * the allocation or NULL (not charged here). vmm_mu held. */
 static struct vmm_alloc *import_alloc(uint64_t key, int j, int dev, uint64_t bytes,
-                                      enum cs_mem_category cat)
+                                      enum cs_mem_category cat, int local_dev)
 {
     struct vmm_alloc *a = NULL;
     int pdev = dev;
     uint64_t pbytes = bytes;
     int fd = cs__payer_open(share_dir(), key, false, &pdev, &pbytes);
     if (j < 0 && fd >= 0) {
-        j = cs__ledger_share_make(&cs_rt.ledger, key, pdev, cat, pbytes, false);
-        dev = pdev;
+        /* Another tenant's index of the device may not be ours (its own
+         * CUDA_VISIBLE_DEVICES): what our driver says wins. */
+        dev = local_dev >= 0 && local_dev < CS_MAX_DEVICES ? local_dev : pdev;
         bytes = pbytes;
+        j = cs__ledger_share_make(&cs_rt.ledger, key, dev, cat, bytes, false);
     }
     if (j >= 0 && !(a = alloc_new(dev, bytes, j, false)))
         cs__ledger_share_leave(&cs_rt.ledger, j);
@@ -626,7 +651,7 @@ CUresult CUDAAPI cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *ha
         int dev = 0;
         uint64_t bytes = 0;
         int j = cs__ledger_share_join(&cs_rt.ledger, key, &dev, &bytes);
-        a = import_alloc(key, j, dev, bytes, CS_MEM_VMM);
+        a = import_alloc(key, j, dev, bytes, CS_MEM_VMM, handle_device(*handle));
         if (!a)
             cs_info(SUBSYS, "import of memory no process of this tenant or user shares: not "
                     "charged here (docs/accounting.md, \"Across tenants\")");
@@ -706,7 +731,7 @@ CUresult CUDAAPI cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle
             int dev = 0;
             uint64_t bytes = 0;
             int j = cs__ledger_share_join(&cs_rt.ledger, key, &dev, &bytes);
-            a = import_alloc(key, j, dev, bytes, CS_MEM_DATA);
+            a = import_alloc(key, j, dev, bytes, CS_MEM_DATA, pointer_device(*pdptr));
         }
         if (a)
             a->refs++;
