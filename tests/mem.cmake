@@ -95,8 +95,8 @@ target_include_directories(mem_fork_locks PRIVATE ${CMAKE_SOURCE_DIR}/tests
   ${CMAKE_SOURCE_DIR}/tests/mem)
 set_target_properties(mem_fork_locks PROPERTIES ENABLE_EXPORTS ON)
 add_dependencies(mem_fork_locks libcushare fakecuda_driver fakecuda_nvml)
-foreach(case init contexts track pools graph slots ledger_guard arm watch_start limiter_contexts
-        limiter_devices watcher_tick tenant park graph_charges)
+foreach(case init contexts track pools graph slots shares vmm ledger_guard arm watch_start
+        limiter_contexts limiter_devices watcher_tick tenant park graph_charges)
   add_test(NAME mem_fork_${case} COMMAND mem_fork_locks ${case})
   set_tests_properties(mem_fork_${case} PROPERTIES TIMEOUT 60 ENVIRONMENT
     "${CS_TEST_ENV};CS_BUILD_DIR=${CMAKE_BINARY_DIR};${CS_MEM_ENV};CUDA_DEVICE_MEMORY_LIMIT=64m;CUDA_DEVICE_SM_LIMIT=50;GPU_CORE_UTILIZATION_POLICY=force;FAKECUDA_NS_PER_BLOCK=100;CUDA_DEVICE_MEMORY_SHARED_CACHE=${CMAKE_BINARY_DIR}/tmp/mem_fork_${case}.ledger;FAKECUDA_STATE=${CMAKE_BINARY_DIR}/tmp/mem_fork_${case}.fake;CUSHARE_BOARD=${CMAKE_BINARY_DIR}/tmp/mem_fork_${case}.board")

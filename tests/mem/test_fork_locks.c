@@ -136,7 +136,7 @@ enum setup { FRESH, INITED, CONTEXT, LAUNCHED };
 /* What the holding thread does to take the lock; OP_NONE: the library's
  * own watcher thread takes it on its tick. */
 enum op { OP_NONE, OP_INIT, OP_RETAIN, OP_ALLOC, OP_ALLOC_ASYNC, OP_TRIM, OP_REFUSED, OP_LAUNCH,
-          OP_PARK };
+          OP_PARK, OP_VMM };
 
 static const struct fork_case {
     const char *name, *file, *symbol;
@@ -149,6 +149,8 @@ static const struct fork_case {
     {"pools", "pool.c", "settle_lock", CONTEXT, OP_ALLOC_ASYNC},
     {"graph", "graph.c", "graph_lock", CONTEXT, OP_TRIM},
     {"slots", "slot.c", "slot_mu", CONTEXT, OP_REFUSED},
+    {"shares", "share.c", "share_mu", CONTEXT, OP_REFUSED}, /* the reap sweeps shares */
+    {"vmm", NULL, "cs__vmm_mu", CONTEXT, OP_VMM},
     {"ledger_guard", "guard.c", "guard_mu", FRESH, OP_INIT},
     {"arm", "limiter.c", "arm_mu", CONTEXT, OP_LAUNCH},
     {"watch_start", "watch.c", "watch_mu", CONTEXT, OP_LAUNCH},
@@ -213,6 +215,16 @@ static void resume(struct cs_ledger_slot *s)
     syscall(SYS_futex, &s->run_request, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
 }
 
+/* cuMemCreate and cuMemRelease of 2 MiB: the VMM records' lock (vmm.h). */
+static void vmm_roundtrip(void)
+{
+    CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                .location = {CU_MEM_LOCATION_TYPE_DEVICE, 0}};
+    CUmemGenericAllocationHandle h;
+    CK(cuMemCreate(&h, 2 * MiB, &prop, 0));
+    CK(cuMemRelease(h));
+}
+
 static void *holder(void *arg)
 {
     const struct fork_case *c = arg;
@@ -229,6 +241,7 @@ static void *holder(void *arg)
     case OP_REFUSED: CHECK_EQ(cuMemAlloc_v2(&p, 65 * MiB), CUDA_ERROR_OUT_OF_MEMORY); break;
     case OP_LAUNCH: launch(); break;
     case OP_PARK: CK(cuMemGetInfo_v2(&free_b, &total_b)); break; /* parks: we are suspended */
+    case OP_VMM: vmm_roundtrip(); break;
     case OP_NONE: break;
     }
     return NULL;
@@ -293,6 +306,7 @@ static void child_work(const struct fork_case *c)
     launch();
     CHECK_EQ(cuMemAlloc_v2(&p, 65 * MiB), CUDA_ERROR_OUT_OF_MEMORY);
     CK(cuDeviceGraphMemTrim(dev));
+    vmm_roundtrip();
     park_once();
     wait_taken(c); /* the watcher's locks: on its next tick */
     CK(cuDevicePrimaryCtxRelease_v2(dev));

@@ -1,0 +1,61 @@
+/*
+ * Private to src/mem: what this process knows of each VMM allocation and
+ * of each cuMemAlloc handed out over legacy IPC, shared by vmm.c (create,
+ * map, retain, release: the references one process holds) and
+ * vmm_shared.c (export, import, IPC, payer files: the references other
+ * processes and tenants hold). docs/accounting.md, "Shared memory".
+ *
+ * cs__vmm_mu guards the list and every record and table of both files; it
+ * is never held across a call into the driver's allocation functions
+ * (records are taken out first and put back if the driver refuses). Lock
+ * order: cs__vmm_mu, then the ledger's share mutex.
+ */
+#ifndef CS_MEM_VMM_H
+#define CS_MEM_VMM_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "mem/admit.h"
+
+/* One allocation as this process sees it. */
+struct vmm_alloc {
+    struct vmm_alloc *next;
+    int dev;
+    uint64_t bytes;
+    int refs;              /* our handles (with multiplicity) + mappings */
+    int share;             /* ledger share holding the charge, -1: our slot
+                            * holds it (in_slot) or nobody here does */
+    bool in_slot;          /* charged to our slot (we created it) */
+    bool ipc_owner;        /* the creator's record of a cuMemAlloc handed out
+                            * with cuIpcGetMemHandle: its one reference is
+                            * the allocation's (cuMemFree, its context) */
+    int payer_fd[CS_LEDGER_SHARE_KEYS]; /* payer files we hold (-1 none) */
+    uint64_t payer_key[CS_LEDGER_SHARE_KEYS];
+};
+
+extern pthread_mutex_t cs__vmm_mu;
+extern struct vmm_alloc *cs__vmm_allocs;
+
+/* All with cs__vmm_mu held. alloc_new: a record with no reference yet,
+ * NULL without memory. alloc_unref: drops one reference; the last gives
+ * the charge (or the process's hold of its share) back and frees a.
+ * handle_add: one more reference to a through a driver handle value
+ * (false: out of memory); handle_alloc: whose that value is, or NULL.
+ * alloc_of_share: the record holding ledger share j (j < 0: NULL).
+ * held_share_with_key: the share one of our records holds that carries
+ * key, or -1. */
+struct vmm_alloc *cs__vmm_alloc_new(int dev, uint64_t bytes, int share, bool in_slot);
+void cs__vmm_alloc_unref(struct vmm_alloc *a);
+bool cs__vmm_handle_add(uint64_t handle, struct vmm_alloc *a);
+struct vmm_alloc *cs__vmm_handle_alloc(uint64_t handle);
+struct vmm_alloc *cs__vmm_alloc_of_share(int j);
+int cs__vmm_held_share_with_key(uint64_t key);
+
+/* vmm_shared.c: lets go of a's payer files (cs__vmm_mu held); in a fork
+ * child, forgets its IPC opens and closes its copies of payer files. */
+void cs__vmm_payer_drop_all(struct vmm_alloc *a);
+void cs__vmm_shared_atfork_child(void);
+
+#endif

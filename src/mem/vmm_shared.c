@@ -1,0 +1,479 @@
+/*
+ * Memory other processes and tenants hold (docs/accounting.md, "Shared
+ * memory", "Across tenants"): VMM exports and imports, legacy IPC, payer
+ * files. The per-process records are vmm.h's.
+ *
+ * Once an allocation is exported (a POSIX fd or fabric handle) its charge
+ * moves out of our slot into a ledger share (src/ledger/share.c): every
+ * process of the tenant that imports it holds the share, and the share
+ * keeps the charge until the last holder lets go or dies. Both sides find
+ * the share by a key they can both compute: the exported fd's inode (an
+ * fd passed over SCM_RIGHTS names the same open file), the fabric handle's
+ * bytes. Legacy IPC works alike: cuIpcGetMemHandle moves the cuMemAlloc
+ * charge into a share keyed by the 64 handle bytes, and each process's
+ * opens of one handle (the driver returns the same pointer and counts
+ * them) are one reference.
+ *
+ * Across tenants: every export also publishes a payer file
+ * (src/ledger/payer.c). A process of another tenant that imports the
+ * memory keeps a share in its own ledger carrying nothing and stands by;
+ * when no tenant pays any more (the creating tenant let go or died), the
+ * first standing-by process to look (a view, an admission) takes the
+ * charge over into its tenant's share. An import with no share in our
+ * ledger and no payer file of our uid (another user's memory, or a process
+ * outside cushare) is not charged here.
+ *
+ * cs__vmm_mu (vmm.h) guards the IPC table too; payer_allocs is atomic,
+ * written under it.
+ */
+#define _GNU_SOURCE
+#include "mem/vmm.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/log.h"
+#include "core/path.h"
+
+#define SUBSYS "mem"
+
+/* A legacy IPC pointer opened `count` times: one reference to `a` (NULL:
+ * memory not charged here). */
+struct ipc_open {
+    struct ipc_open *next;
+    uint64_t ptr;
+    int count;
+    struct vmm_alloc *a;
+};
+
+static struct ipc_open *ipcs;
+/* Records holding payer files: views and admissions look at them
+ * (cs__vmm_settle) only while there are any. */
+static int payer_allocs;
+
+void cs__vmm_shared_atfork_child(void)
+{
+    /* Our copies of the payer descriptors only: the parent keeps its locks
+     * (an OFD lock goes with the last descriptor of its file). */
+    for (struct vmm_alloc *a = cs__vmm_allocs; a; a = a->next)
+        for (int k = 0; k < CS_LEDGER_SHARE_KEYS; k++)
+            if (a->payer_fd[k] >= 0)
+                close(a->payer_fd[k]);
+    while (ipcs) {
+        struct ipc_open *o = ipcs;
+        ipcs = o->next;
+        free(o);
+    }
+    payer_allocs = 0;
+}
+
+/* ---- keys both sides can compute ------------------------------------------ */
+
+enum key_kind { KEY_FD = 1, KEY_FABRIC, KEY_IPC };
+
+static uint64_t mix(uint64_t h)
+{
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    return h ? h : 1;
+}
+
+static uint64_t bytes_key(enum key_kind kind, const void *p, size_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ull ^ (uint64_t)kind;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ ((const unsigned char *)p)[i]) * 0x100000001b3ull;
+    return mix(h);
+}
+
+/* The inode of the open file behind fd: the same in every process the
+ * descriptor is passed to. 0 when fd is not open. */
+static uint64_t fd_key(int fd)
+{
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0)
+        return 0;
+    uint64_t id[2] = {(uint64_t)st.st_dev, (uint64_t)st.st_ino};
+    return bytes_key(KEY_FD, id, sizeof id);
+}
+
+static uint64_t export_key(const void *shareable, CUmemAllocationHandleType type)
+{
+    if (!shareable)
+        return 0;
+    if (type == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+        return fd_key(*(const int *)shareable);
+    if (type == CU_MEM_HANDLE_TYPE_FABRIC)
+        return bytes_key(KEY_FABRIC, shareable, sizeof(CUmemFabricHandle));
+    return 0; /* Win32 handles: not on Linux */
+}
+
+static uint64_t import_key(void *osHandle, CUmemAllocationHandleType type)
+{
+    if (type == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+        return fd_key((int)(intptr_t)osHandle);
+    if (type == CU_MEM_HANDLE_TYPE_FABRIC && osHandle)
+        return bytes_key(KEY_FABRIC, osHandle, sizeof(CUmemFabricHandle));
+    return 0;
+}
+
+/* ---- payer files (across tenants) --------------------------------------------- */
+
+static const char *share_dir(void)
+{
+    return cs_rt.cfg.share_dir;
+}
+
+static bool has_payer(const struct vmm_alloc *a)
+{
+    for (int k = 0; k < CS_LEDGER_SHARE_KEYS; k++)
+        if (a->payer_fd[k] >= 0)
+            return true;
+    return false;
+}
+
+/* Keeps fd (a payer file of key) with a. cs__vmm_mu held. */
+static void payer_keep(struct vmm_alloc *a, uint64_t key, int fd)
+{
+    for (int k = 0; k < CS_LEDGER_SHARE_KEYS; k++)
+        if (a->payer_fd[k] < 0) {
+            if (!has_payer(a))
+                __atomic_fetch_add(&payer_allocs, 1, __ATOMIC_RELAXED);
+            a->payer_fd[k] = fd;
+            a->payer_key[k] = key;
+            return;
+        }
+    cs__payer_close(share_dir(), key, fd); /* more identities than we track */
+}
+
+void cs__vmm_payer_drop_all(struct vmm_alloc *a)
+{
+    bool had = has_payer(a);
+    for (int k = 0; k < CS_LEDGER_SHARE_KEYS; k++)
+        if (a->payer_fd[k] >= 0) {
+            cs__payer_close(share_dir(), a->payer_key[k], a->payer_fd[k]);
+            a->payer_fd[k] = -1;
+        }
+    if (had)
+        __atomic_fetch_sub(&payer_allocs, 1, __ATOMIC_RELAXED);
+}
+
+/* Publishes key as ours to pay for (the creator, at export). */
+static void payer_publish(struct vmm_alloc *a, uint64_t key)
+{
+    int dev = a->dev;
+    uint64_t bytes = a->bytes;
+    int fd = cs__payer_open(share_dir(), key, true, &dev, &bytes);
+    if (fd == -EEXIST) {
+        cs_warn_capped(1, SUBSYS, "another allocation of this user has the same identity "
+                       "(descriptor inode); other tenants importing it will not be charged when "
+                       "this one lets go");
+        return;
+    }
+    if (fd < 0) {
+        cs_warn_capped(4, SUBSYS, "cannot publish who pays for shared memory in %s: %s; "
+                       "another tenant importing it will not be charged when this one lets go "
+                       "(set CUSHARE_SHARE_DIR to a directory every tenant can reach)",
+                       share_dir()[0] ? share_dir() : CS_NODE_DIR, strerror(-fd));
+        return;
+    }
+    cs__payer_pay(fd);
+    payer_keep(a, key, fd);
+}
+
+static bool share_charged(int j)
+{
+    const struct cs_ledger_share *sh = cs__ledger_share(&cs_rt.ledger, j);
+    return sh && __atomic_load_n(&sh->charged, __ATOMIC_ACQUIRE) != 0;
+}
+
+/* One allocation: pays if its tenant's share carries the bytes, else
+ * takes the charge over when nobody pays. cs__vmm_mu held. */
+static void payer_settle(struct vmm_alloc *a)
+{
+    for (int k = 0; k < CS_LEDGER_SHARE_KEYS; k++) {
+        int fd = a->payer_fd[k];
+        if (fd < 0 || a->share < 0)
+            continue;
+        if (share_charged(a->share)) {
+            cs__payer_pay(fd); /* a process of ours took it over: we pay too */
+            continue;
+        }
+        if (!cs__payer_unpaid(fd) || cs__payer_elect(fd))
+            continue;
+        int r = cs__ledger_share_adopt(&cs_rt.ledger, a->share);
+        if (r == 0 || r == -EALREADY) {
+            if (r == 0)
+                cs_info(SUBSYS, "device %d: %llu bytes shared with another tenant, which let go "
+                        "of them: now charged to this tenant", a->dev,
+                        (unsigned long long)a->bytes);
+            cs__payer_elected(fd);
+        } else {
+            cs__payer_close(share_dir(), a->payer_key[k], fd); /* cannot pay: let another */
+            a->payer_fd[k] = -1;
+            if (!has_payer(a))
+                __atomic_fetch_sub(&payer_allocs, 1, __ATOMIC_RELAXED);
+        }
+    }
+}
+
+void cs__vmm_settle(void)
+{
+    if (!__atomic_load_n(&payer_allocs, __ATOMIC_RELAXED))
+        return;
+    pthread_mutex_lock(&cs__vmm_mu);
+    for (struct vmm_alloc *a = cs__vmm_allocs; a; a = a->next)
+        if (has_payer(a))
+            payer_settle(a);
+    pthread_mutex_unlock(&cs__vmm_mu);
+}
+
+/* The device index, in this process's numbering, of an imported handle
+ * or an opened IPC pointer; -1 if the driver does not say. */
+static int handle_device(CUmemGenericAllocationHandle h)
+{
+    CUmemAllocationProp p;
+    memset(&p, 0, sizeof p);
+    if (!cs_drv.cuMemGetAllocationPropertiesFromHandle ||
+        cs_drv.cuMemGetAllocationPropertiesFromHandle(&p, h) != CUDA_SUCCESS ||
+        p.location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+        return -1;
+    return p.location.id;
+}
+
+static int pointer_device(CUdeviceptr ptr)
+{
+    int ordinal = -1;
+    if (!cs_drv.cuPointerGetAttribute ||
+        cs_drv.cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr) !=
+            CUDA_SUCCESS)
+        return -1;
+    return ordinal;
+}
+
+/* An import: our tenant's share of key (joined by the caller, j >= 0), or
+ * else another tenant's payer file: a share of ours standing by. Returns
+ * the allocation or NULL (not charged here). cs__vmm_mu held. */
+static struct vmm_alloc *import_alloc(uint64_t key, int j, int dev, uint64_t bytes,
+                                      enum cs_mem_category cat, int local_dev)
+{
+    struct vmm_alloc *a = NULL;
+    int pdev = dev;
+    uint64_t pbytes = bytes;
+    int fd = cs__payer_open(share_dir(), key, false, &pdev, &pbytes);
+    if (j < 0 && fd >= 0) {
+        /* Another tenant's index of the device may not be ours (its own
+         * CUDA_VISIBLE_DEVICES): what our driver says wins. */
+        dev = local_dev >= 0 && local_dev < CS_MAX_DEVICES ? local_dev : pdev;
+        bytes = pbytes;
+        j = cs__ledger_share_make(&cs_rt.ledger, key, dev, cat, bytes, false);
+    }
+    if (j >= 0 && !(a = cs__vmm_alloc_new(dev, bytes, j, false)))
+        cs__ledger_share_leave(&cs_rt.ledger, j);
+    if (a && fd >= 0) {
+        payer_keep(a, key, fd);
+        payer_settle(a);
+    } else if (fd >= 0) {
+        cs__payer_close(share_dir(), key, fd);
+    }
+    return a;
+}
+
+/* ---- export and import ------------------------------------------------------ */
+
+/* Moves a's charge from our slot into a share carrying key, or adds key
+ * to a's share. cs__vmm_mu held. */
+/* A key that already names another live share cannot tell the two apart
+ * (a driver whose exported descriptors share one inode would do that):
+ * the allocation is then not shared through it, and its creator alone
+ * pays while it holds it. Said once. */
+static bool key_taken(const struct vmm_alloc *a, uint64_t key)
+{
+    int other = cs__ledger_share_find(&cs_rt.ledger, key);
+    if (other < 0 || (a && other == a->share)) /* a NULL: not shared yet */
+        return false;
+    cs_warn_capped(1, SUBSYS, "two exported allocations have the same identity (descriptor "
+                   "inode); such memory is charged to its creator only, while the creator "
+                   "holds it (docs/accounting.md, \"Shared memory\")");
+    return true;
+}
+
+static void share_alloc(struct vmm_alloc *a, uint64_t key)
+{
+    if (key_taken(a, key))
+        return;
+    if (a->share >= 0) {
+        cs__ledger_share_add_key(&cs_rt.ledger, a->share, key);
+    } else if (a->in_slot) {
+        int j = cs__ledger_share_make(&cs_rt.ledger, key, a->dev, CS_MEM_VMM, a->bytes, true);
+        if (j < 0)
+            return; /* the charge stays in our slot; it never moves to a share */
+        a->share = j;
+        a->in_slot = false;
+    } else {
+        return;
+    }
+    if (share_charged(a->share))
+        payer_publish(a, key);
+}
+
+CUresult CUDAAPI cuMemExportToShareableHandle(void *shareableHandle,
+                                              CUmemGenericAllocationHandle handle,
+                                              CUmemAllocationHandleType handleType,
+                                              unsigned long long flags)
+{
+    CS_ENTER(cuMemExportToShareableHandle);
+    CUresult r = cs_real.cuMemExportToShareableHandle(shareableHandle, handle, handleType, flags);
+    if (r != CUDA_SUCCESS)
+        return r;
+    uint64_t key = export_key(shareableHandle, handleType);
+    pthread_mutex_lock(&cs__vmm_mu);
+    struct vmm_alloc *a = cs__vmm_handle_alloc(handle);
+    if (a && key)
+        share_alloc(a, key);
+    pthread_mutex_unlock(&cs__vmm_mu);
+    return r;
+}
+
+CUresult CUDAAPI cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle,
+                                                CUmemAllocationHandleType shHandleType)
+{
+    CS_ENTER(cuMemImportFromShareableHandle);
+    uint64_t key = import_key(osHandle, shHandleType);
+    CUresult r = cs_real.cuMemImportFromShareableHandle(handle, osHandle, shHandleType);
+    if (r != CUDA_SUCCESS || !handle || !key)
+        return r;
+    int local_dev = handle_device(*handle); /* a driver call: before the lock */
+    pthread_mutex_lock(&cs__vmm_mu);
+    /* Imported here before (or exported from here): the same allocation. */
+    struct vmm_alloc *a = cs__vmm_alloc_of_share(cs__vmm_held_share_with_key(key));
+    if (!a) {
+        int dev = 0;
+        uint64_t bytes = 0;
+        int j = cs__ledger_share_join(&cs_rt.ledger, key, &dev, &bytes);
+        a = import_alloc(key, j, dev, bytes, CS_MEM_VMM, local_dev);
+        if (!a)
+            cs_info(SUBSYS, "import of memory no process of this tenant or user shares: not "
+                    "charged here (docs/accounting.md, \"Across tenants\")");
+    }
+    if (a && !cs__vmm_handle_add(*handle, a))
+        cs_warn_capped(8, SUBSYS, "out of host memory for a handle record");
+    pthread_mutex_unlock(&cs__vmm_mu);
+    return r;
+}
+
+/* ---- legacy IPC -------------------------------------------------------------- */
+
+CUresult CUDAAPI cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
+{
+    CS_ENTER(cuIpcGetMemHandle);
+    CUresult r = cs_real.cuIpcGetMemHandle(pHandle, dptr);
+    if (r != CUDA_SUCCESS || !pHandle)
+        return r;
+    uint64_t key = bytes_key(KEY_IPC, pHandle->reserved, sizeof pHandle->reserved);
+    pthread_mutex_lock(&cs__vmm_mu); /* one exporter at a time for the record below */
+    struct cs_tracked t;
+    struct vmm_alloc *a = NULL;
+    if (cs__track_get(CS_TRACK_PTR, dptr, &t) == 0 &&
+        !key_taken((a = t.share ? cs__vmm_alloc_of_share(t.share - 1) : NULL), key)) {
+        if (a) {
+            cs__ledger_share_add_key(&cs_rt.ledger, a->share, key);
+            payer_publish(a, key);
+        } else if (!t.share && t.bytes) {
+            /* The charge moves from our slot into a share, held by a record
+             * of ours until the allocation goes (cs__vmm_share_release). */
+            int j = cs__ledger_share_make(&cs_rt.ledger, key, t.dev, t.cat, t.bytes, true);
+            if (j >= 0) {
+                t.share = j + 1;
+                cs__track_put(CS_TRACK_PTR, dptr, &t);
+                a = cs__vmm_alloc_new(t.dev, t.bytes, j, false);
+                if (a) {
+                    a->refs = 1;
+                    a->ipc_owner = true;
+                    payer_publish(a, key);
+                }
+            }
+        }
+    }
+    pthread_mutex_unlock(&cs__vmm_mu);
+    return r;
+}
+
+void cs__vmm_share_release(int j)
+{
+    pthread_mutex_lock(&cs__vmm_mu);
+    struct vmm_alloc *a = cs__vmm_allocs;
+    while (a && !(a->ipc_owner && a->share == j))
+        a = a->next;
+    if (a)
+        cs__vmm_alloc_unref(a); /* its payer files, then the share */
+    else
+        cs__ledger_share_leave(&cs_rt.ledger, j);
+    pthread_mutex_unlock(&cs__vmm_mu);
+}
+
+CUresult CUDAAPI cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags)
+{
+    CS_ENTER(cuIpcOpenMemHandle_v2);
+    CUresult r = cs_real.cuIpcOpenMemHandle_v2(pdptr, handle, Flags);
+    if (r != CUDA_SUCCESS || !pdptr)
+        return r;
+    uint64_t key = bytes_key(KEY_IPC, handle.reserved, sizeof handle.reserved);
+    int local_dev = pointer_device(*pdptr); /* a driver call: before the lock */
+    pthread_mutex_lock(&cs__vmm_mu);
+    struct ipc_open *o = ipcs;
+    while (o && o->ptr != *pdptr)
+        o = o->next;
+    if (o) {
+        o->count++; /* opened again: the driver returned the same pointer */
+    } else if ((o = calloc(1, sizeof *o))) {
+        struct vmm_alloc *a = cs__vmm_alloc_of_share(cs__vmm_held_share_with_key(key));
+        if (!a) {
+            int dev = 0;
+            uint64_t bytes = 0;
+            int j = cs__ledger_share_join(&cs_rt.ledger, key, &dev, &bytes);
+            a = import_alloc(key, j, dev, bytes, CS_MEM_DATA, local_dev);
+        }
+        if (a)
+            a->refs++;
+        o->ptr = *pdptr;
+        o->count = 1;
+        o->a = a;
+        o->next = ipcs;
+        ipcs = o;
+    }
+    pthread_mutex_unlock(&cs__vmm_mu);
+    return r;
+}
+
+CUresult CUDAAPI cuIpcCloseMemHandle(CUdeviceptr dptr)
+{
+    CS_ENTER(cuIpcCloseMemHandle);
+    pthread_mutex_lock(&cs__vmm_mu);
+    struct ipc_open **pp = &ipcs;
+    while (*pp && (*pp)->ptr != dptr)
+        pp = &(*pp)->next;
+    struct ipc_open *o = *pp;
+    if (o)
+        o->count--;
+    pthread_mutex_unlock(&cs__vmm_mu);
+    CUresult r = cs_real.cuIpcCloseMemHandle(dptr);
+    pthread_mutex_lock(&cs__vmm_mu);
+    if (o && r != CUDA_SUCCESS) {
+        o->count++;
+    } else if (o && o->count == 0) {
+        for (pp = &ipcs; *pp && *pp != o;)
+            pp = &(*pp)->next;
+        if (*pp)
+            *pp = o->next;
+        if (o->a)
+            cs__vmm_alloc_unref(o->a);
+        free(o);
+    }
+    pthread_mutex_unlock(&cs__vmm_mu);
+    return r;
+}
