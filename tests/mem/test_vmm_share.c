@@ -216,6 +216,24 @@ static void ipc_share(int kill_at)
     same("ipc: all gone", 0);
 }
 
+/* `cushare status --json` says how much of used shares hold. */
+static void status_shows_shared(uint64_t mib)
+{
+    char cmd[8400], out[16384], want[64];
+    snprintf(cmd, sizeof cmd, "env -u LD_PRELOAD %s/cushare status --json --no-reap %s",
+             getenv("CS_BUILD_DIR"), getenv("CUDA_DEVICE_MEMORY_SHARED_CACHE"));
+    FILE *f = popen(cmd, "r");
+    CHECK(f != NULL);
+    size_t n = fread(out, 1, sizeof out - 1, f);
+    out[n] = 0;
+    CHECK_EQ(pclose(f), 0);
+    snprintf(want, sizeof want, "\"shared\":%llu}", (unsigned long long)(mib * MiB));
+    if (!strstr(out, want)) {
+        fprintf(stderr, "cushare status lacks %s: %s\n", want, out);
+        exit(1);
+    }
+}
+
 /* While an importer keeps 32 MiB alive after its creator exited, the
  * budget still holds them: 48 more do not fit in 64. */
 static void budget_held(void)
@@ -229,6 +247,7 @@ static void budget_held(void)
     OK(sw_do(&b, SW_MAP, 1, 0, -1, NULL, NULL));
     sw_exit(&a);
     same("creator exited, importer maps", 32);
+    status_shows_shared(32);
     CHECK_EQ(sw_do(&c, SW_CREATE, 0, 48, -1, NULL, NULL), CUDA_ERROR_OUT_OF_MEMORY);
     OK(sw_do(&c, SW_CREATE, 0, 32, -1, NULL, NULL));
     same("the rest of the budget", 64);
