@@ -40,10 +40,29 @@ struct vmm_map {
     struct vmm_alloc *a;
 };
 
+/* Handles hash by value, mappings by the 2 MiB granule of their start
+ * (the driver's smallest VMM granularity), so that PyTorch's expandable
+ * segments (one allocation and one mapping per 20 MiB page) cost O(1) per
+ * call; an unmap walks the granules of its range, or every bucket when
+ * the range has more granules than there are mappings. */
+#define BUCKETS 1024
+#define GRANULE_SHIFT 21
+
 pthread_mutex_t cs__vmm_mu = PTHREAD_MUTEX_INITIALIZER;
 struct vmm_alloc *cs__vmm_allocs;
-static struct vmm_handle *handles;
-static struct vmm_map *maps;
+static struct vmm_handle *handles[BUCKETS];
+static struct vmm_map *maps[BUCKETS];
+static size_t nmaps;
+
+static size_t bucket(uint64_t key)
+{
+    return (size_t)((key * 0x9e3779b97f4a7c15ull) >> 54); /* top 10 bits */
+}
+
+static struct vmm_map **map_bucket(uint64_t va)
+{
+    return &maps[bucket(va >> GRANULE_SHIFT)];
+}
 
 static void free_chain(void *head, size_t next_off)
 {
@@ -61,28 +80,30 @@ void cs__vmm_atfork_child(void)
     cs__mutex_reset(&cs__vmm_mu);
     cs__vmm_shared_atfork_child();
     free_chain(cs__vmm_allocs, offsetof(struct vmm_alloc, next));
-    free_chain(handles, offsetof(struct vmm_handle, next));
-    free_chain(maps, offsetof(struct vmm_map, next));
     cs__vmm_allocs = NULL;
-    handles = NULL;
-    maps = NULL;
+    for (int b = 0; b < BUCKETS; b++) {
+        free_chain(handles[b], offsetof(struct vmm_handle, next));
+        free_chain(maps[b], offsetof(struct vmm_map, next));
+        handles[b] = NULL;
+        maps[b] = NULL;
+    }
+    nmaps = 0;
 }
 
 /* ---- tables (cs__vmm_mu held) --------------------------------------------------- */
 
 static struct vmm_handle **handle_slot(uint64_t handle)
 {
-    struct vmm_handle **pp = &handles;
+    struct vmm_handle **pp = &handles[bucket(handle)];
     while (*pp && (*pp)->handle != handle)
         pp = &(*pp)->next;
     return pp;
 }
 
-
 /* One more reference to `a` through `handle`. false: out of memory. */
 bool cs__vmm_handle_add(uint64_t handle, struct vmm_alloc *a)
 {
-    struct vmm_handle *h = *handle_slot(handle);
+    struct vmm_handle **pp = handle_slot(handle), *h = *pp;
     if (h && h->a != a) {
         /* The driver reissued a value we still list, so the driver no
          * longer holds the old allocation through it: the newer wins. */
@@ -98,8 +119,7 @@ bool cs__vmm_handle_add(uint64_t handle, struct vmm_alloc *a)
             return false;
         h->handle = handle;
         h->a = a;
-        h->next = handles;
-        handles = h;
+        *pp = h;
     }
     h->count++;
     a->refs++;
@@ -118,8 +138,20 @@ struct vmm_alloc *cs__vmm_alloc_new(int dev, uint64_t bytes, int share, bool in_
     a->share = share;
     a->in_slot = in_slot;
     a->next = cs__vmm_allocs;
+    if (a->next)
+        a->next->prev = a;
     cs__vmm_allocs = a;
     return a;
+}
+
+static void alloc_unlink(struct vmm_alloc *a)
+{
+    if (a->prev)
+        a->prev->next = a->next;
+    else
+        cs__vmm_allocs = a->next;
+    if (a->next)
+        a->next->prev = a->prev;
 }
 
 /* Drops one reference; the last gives the charge (or our hold) back. */
@@ -127,11 +159,7 @@ void cs__vmm_alloc_unref(struct vmm_alloc *a)
 {
     if (--a->refs > 0)
         return;
-    struct vmm_alloc **pp = &cs__vmm_allocs;
-    while (*pp && *pp != a)
-        pp = &(*pp)->next;
-    if (*pp)
-        *pp = a->next;
+    alloc_unlink(a);
     /* Payer files first: a tenant that takes the charge over meanwhile is
      * counted twice for that moment, never nobody. */
     cs__vmm_payer_drop_all(a);
@@ -140,6 +168,55 @@ void cs__vmm_alloc_unref(struct vmm_alloc *a)
     else if (a->in_slot)
         cs__give_back(a->dev, CS_MEM_VMM, a->bytes);
     free(a);
+}
+
+static void map_insert(struct vmm_map *m)
+{
+    struct vmm_map **pp = map_bucket(m->va);
+    m->next = *pp;
+    *pp = m;
+    nmaps++;
+}
+
+/* Moves the mappings of bucket *pp that lie inside [ptr, end) to *taken. */
+static void take_bucket(struct vmm_map **pp, uint64_t ptr, uint64_t end, struct vmm_map **taken)
+{
+    while (*pp) {
+        struct vmm_map *m = *pp;
+        if (m->va >= ptr && m->va + m->size <= end) {
+            *pp = m->next;
+            m->next = *taken;
+            *taken = m;
+            nmaps--;
+        } else {
+            pp = &m->next;
+        }
+    }
+}
+
+/* Every mapping inside [ptr, ptr + size), taken out of the table. */
+static struct vmm_map *take_maps(uint64_t ptr, uint64_t size)
+{
+    struct vmm_map *taken = NULL;
+    uint64_t end = ptr + size < ptr ? UINT64_MAX : ptr + size;
+    uint64_t granules = (end >> GRANULE_SHIFT) - (ptr >> GRANULE_SHIFT) + 1;
+    if (granules > nmaps || granules > BUCKETS) {
+        for (int b = 0; b < BUCKETS; b++)
+            take_bucket(&maps[b], ptr, end, &taken);
+    } else {
+        for (uint64_t g = ptr >> GRANULE_SHIFT; g <= (end - 1) >> GRANULE_SHIFT; g++)
+            take_bucket(&maps[bucket(g)], ptr, end, &taken);
+    }
+    return taken;
+}
+
+static struct vmm_map *map_containing(uint64_t p)
+{
+    for (int b = 0; b < BUCKETS; b++)
+        for (struct vmm_map *m = maps[b]; m; m = m->next)
+            if (p >= m->va && p - m->va < m->size)
+                return m;
+    return NULL;
 }
 
 struct vmm_alloc *cs__vmm_alloc_of_share(int j)
@@ -192,7 +269,7 @@ CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
     struct vmm_alloc *a = cs__vmm_alloc_new(dev, size, -1, true);
     bool ok = a && cs__vmm_handle_add(*handle, a);
     if (a && !ok) {
-        cs__vmm_allocs = a->next;
+        alloc_unlink(a);
         free(a);
     }
     pthread_mutex_unlock(&cs__vmm_mu);
@@ -242,8 +319,7 @@ CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
         m->va = ptr;
         m->size = size;
         m->a = h->a;
-        m->next = maps;
-        maps = m;
+        map_insert(m);
         h->a->refs++;
     } else if (h) {
         cs_warn_capped(8, SUBSYS, "out of host memory for a mapping record: its allocation "
@@ -258,18 +334,8 @@ CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size)
     CS_ENTER(cuMemUnmap);
     /* Every mapping inside [ptr, ptr + size) goes (the driver refuses a
      * range that cuts one); taken out first, put back on refusal. */
-    struct vmm_map *taken = NULL;
     pthread_mutex_lock(&cs__vmm_mu);
-    for (struct vmm_map **pp = &maps; *pp;) {
-        struct vmm_map *m = *pp;
-        if (m->va >= ptr && m->va + m->size <= ptr + size) {
-            *pp = m->next;
-            m->next = taken;
-            taken = m;
-        } else {
-            pp = &m->next;
-        }
-    }
+    struct vmm_map *taken = size ? take_maps(ptr, size) : NULL;
     pthread_mutex_unlock(&cs__vmm_mu);
     CUresult r = cs_real.cuMemUnmap(ptr, size);
     pthread_mutex_lock(&cs__vmm_mu);
@@ -280,8 +346,7 @@ CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size)
             cs__vmm_alloc_unref(m->a);
             free(m);
         } else {
-            m->next = maps;
-            maps = m;
+            map_insert(m);
         }
     }
     pthread_mutex_unlock(&cs__vmm_mu);
@@ -296,9 +361,7 @@ CUresult CUDAAPI cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handl
         return r;
     uint64_t p = (uint64_t)(uintptr_t)addr;
     pthread_mutex_lock(&cs__vmm_mu);
-    struct vmm_map *m = maps;
-    while (m && !(p >= m->va && p < m->va + m->size))
-        m = m->next;
+    struct vmm_map *m = map_containing(p);
     if (m && !cs__vmm_handle_add(*handle, m->a))
         cs_warn_capped(8, SUBSYS, "out of host memory for a handle record");
     pthread_mutex_unlock(&cs__vmm_mu);

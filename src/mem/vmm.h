@@ -21,7 +21,7 @@
 
 /* One allocation as this process sees it. */
 struct vmm_alloc {
-    struct vmm_alloc *next;
+    struct vmm_alloc *next, *prev; /* cs__vmm_allocs, doubly linked */
     int dev;
     uint64_t bytes;
     int refs;              /* our handles (with multiplicity) + mappings */
