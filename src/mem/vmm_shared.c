@@ -285,8 +285,6 @@ static struct vmm_alloc *import_alloc(uint64_t key, int j, int dev, uint64_t byt
 
 /* ---- export and import ------------------------------------------------------ */
 
-/* Moves a's charge from our slot into a share carrying key, or adds key
- * to a's share. cs__vmm_mu held. */
 /* A key that already names another live share cannot tell the two apart
  * (a driver whose exported descriptors share one inode would do that):
  * the allocation is then not shared through it, and its creator alone
@@ -302,6 +300,8 @@ static bool key_taken(const struct vmm_alloc *a, uint64_t key)
     return true;
 }
 
+/* Moves a's charge from our slot into a share carrying key (and publishes
+ * its payer file), or adds key to a's share. cs__vmm_mu held. */
 static void share_alloc(struct vmm_alloc *a, uint64_t key)
 {
     if (key_taken(a, key))
