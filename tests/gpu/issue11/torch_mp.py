@@ -22,7 +22,7 @@ def child(q, done, go):
     s = float(t.sum().item())
     t.add_(1.0)
     torch.cuda.synchronize()
-    done.put(s)
+    done.put((s, torch.cuda.memory_reserved()))
     go.wait(120)
     del t
 
@@ -47,7 +47,7 @@ def main():
     p = mp.Process(target=child, args=(q, done, go))
     p.start()
     q.put(t)
-    s = done.get(timeout=120)
+    s, child_reserved = done.get(timeout=120)
     used, ctx, slots, live = ledger(cushare, path)
     seen = float(t[:1024].mean().item())
     go.set()
@@ -57,6 +57,7 @@ def main():
     print(f"RESULT child_sum_ok={int(s == N)} parent_sees_child_write={int(seen == 2.0)} "
           f"child_rc={p.exitcode} live={live} used_mib={used // MiB} context_mib={ctx // MiB} "
           f"shared_mib={shared // MiB} parent_reserved_mib={reserved // MiB} "
+          f"child_reserved_mib={child_reserved // MiB} "
           f"noncontext_mib={(used - ctx) // MiB} after_child_used_mib={used2 // MiB} "
           f"after_child_context_mib={ctx2 // MiB} live_after={live2}", flush=True)
 
