@@ -35,8 +35,10 @@
 static struct cs_hami_region *R;      /* set once in cs__hami_open */
 static struct cs_ledger_guard *R_guard;
 
-/* Launch tick state of this process: touched by launching threads,
- * racing benignly (a second tick in the same second only repeats). */
+/* Launch tick state of this process: touched by launching threads with
+ * relaxed atomics; only the thread that moves last_tick_s to a new second
+ * refreshes, and two refreshes racing across a second boundary at worst
+ * report one sample's SM use twice. */
 static int64_t last_tick_s;
 static uint64_t last_gpu_ns[CS_MAX_DEVICES];
 static uint64_t last_tick_ns;
@@ -235,16 +237,17 @@ static void refresh_sm_util(void)
     const struct cs_ledger_slot *s = cs__ledger_slot(&cs_rt.ledger, idx);
     if (!s || idx >= CS_HAMI_PROCS)
         return;
-    uint64_t now = mono_ns(), dt = now - last_tick_ns;
+    uint64_t now = mono_ns();
+    uint64_t then = __atomic_exchange_n(&last_tick_ns, now, __ATOMIC_RELAXED);
+    uint64_t dt = now - then;
     for (int d = 0; d < CS_HAMI_DEVICES; d++) {
         uint64_t g = __atomic_load_n(&s->gpu_ns[d], __ATOMIC_RELAXED);
-        if (last_tick_ns && dt) {
-            uint64_t pct = (g - last_gpu_ns[d]) * 100 / dt;
+        uint64_t g0 = __atomic_exchange_n(&last_gpu_ns[d], g, __ATOMIC_RELAXED);
+        if (then && dt && g >= g0) {
+            uint64_t pct = (g - g0) * 100 / dt;
             PUT(R->procs[idx].device_util[d].sm_util, pct > 100 ? 100 : pct);
         }
-        last_gpu_ns[d] = g;
     }
-    last_tick_ns = now;
 }
 
 bool cs__hami_launch_tick(void)
