@@ -24,6 +24,7 @@
 #include "hook/runtime.h"
 #include "limiter/limiter.h"
 #include "mem/admit.h"
+#include "node/node.h"
 
 struct cs_runtime cs_rt;
 
@@ -212,6 +213,9 @@ static int open_ledger(void)
     if (rc)
         return rc;
     rc = cs__ledger_claim(&cs_rt.ledger);
+    if (!rc)
+        cs__node_register(cs_rt.cfg.registry_path, cs_rt.ledger.path, cs_rt.ledger.fd,
+                          cs_rt.ledger.hdr->created_ns);
     if (!rc && private_ledger)
         settle_private_ledger();
     return rc;
