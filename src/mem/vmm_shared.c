@@ -37,6 +37,7 @@
 
 #include "core/log.h"
 #include "core/path.h"
+#include "hami/hami.h"
 
 #define SUBSYS "mem"
 
@@ -312,6 +313,7 @@ static void share_alloc(struct vmm_alloc *a, uint64_t key)
         int j = cs__ledger_share_make(&cs_rt.ledger, key, a->dev, CS_MEM_VMM, a->bytes, true);
         if (j < 0)
             return; /* the charge stays in our slot; it never moves to a share */
+        cs__hami_sync_slot(cs_rt.ledger.slot); /* our slot gave the bytes up */
         a->share = j;
         a->in_slot = false;
     } else {
@@ -388,6 +390,7 @@ CUresult CUDAAPI cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
              * of ours until the allocation goes (cs__vmm_share_release). */
             int j = cs__ledger_share_make(&cs_rt.ledger, key, t.dev, t.cat, t.bytes, true);
             if (j >= 0) {
+                cs__hami_sync_slot(cs_rt.ledger.slot); /* our slot gave the bytes up */
                 t.share = j + 1;
                 cs__track_put(CS_TRACK_PTR, dptr, &t);
                 a = cs__vmm_alloc_new(t.dev, t.bytes, j, false);
