@@ -241,7 +241,9 @@ uint64_t cs__ledger_return(struct cs_ledger *l, struct cs_ledger_slot *s, int de
  * share_add_key: one more identity of share j (a second export); the
  * oldest is replaced when all are used.
  * share_join: holds the LIVE share carrying key; its index with *dev and
- * *bytes, or -ENOENT.
+ * *bytes, or -ENOENT, or -ESTALE when the share was freed while we came
+ * (its last holder let go after our import: *dev and *bytes say what our
+ * import alone now holds).
  * share_leave: drops our hold of j; if nobody else holds it, frees it and
  * returns its bytes to dev[].used.
  * share_sweep: frees every share nobody holds (its holders died); called

@@ -214,21 +214,22 @@ int cs__ledger_share_join(struct cs_ledger *l, uint64_t key, int *dev, uint64_t 
         return -ENOENT;
     pthread_mutex_lock(&share_mu);
     r = -ENOENT;
-    for (int j = 0; j < CS_LEDGER_SHARES && r == -ENOENT; j++) {
+    for (int j = 0; j < CS_LEDGER_SHARES && (r == -ENOENT || r == -ESTALE); j++) {
         struct cs_ledger_share *sh = cs__ledger_share(l, j);
         if (held[j] || LOAD(&sh->state) != CS_SHARE_LIVE || !has_key(sh, key))
             continue;
+        *dev = (int)LOAD(&sh->dev);
+        *bytes = LOAD(&sh->bytes);
         /* Waits only for a maker or a freer, who hold the write lock for a
          * few stores; then the record must still be the one we found. */
         if (cs__ledger_lock_byte(l, CS_LEDGER_SHARE_LOCK(j), F_OFD_SETLKW, F_RDLCK))
             continue;
         if (LOAD(&sh->state) != CS_SHARE_LIVE || !has_key(sh, key)) {
             share_lock(l, j, F_UNLCK);
+            r = -ESTALE; /* freed while we came: the caller's import holds it now */
             continue;
         }
         held[j] = true;
-        *dev = (int)LOAD(&sh->dev);
-        *bytes = LOAD(&sh->bytes);
         r = j;
     }
     pthread_mutex_unlock(&share_mu);

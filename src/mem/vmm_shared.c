@@ -256,13 +256,23 @@ static int pointer_device(CUdeviceptr ptr)
     return ordinal;
 }
 
-/* An import: our tenant's share of key (joined by the caller, j >= 0), or
- * else another tenant's payer file: a share of ours standing by. Returns
- * the allocation or NULL (not charged here). cs__vmm_mu held. */
+/* An import: our tenant's share of key (joined by the caller, j >= 0; a
+ * share freed while we came, j == -ESTALE, is made again and charged to
+ * us), or else another tenant's payer file: a share of ours standing by.
+ * Returns the allocation or NULL (not charged here). cs__vmm_mu held. */
 static struct vmm_alloc *import_alloc(uint64_t key, int j, int dev, uint64_t bytes,
                                       enum cs_mem_category cat, int local_dev)
 {
     struct vmm_alloc *a = NULL;
+    if (j == -ESTALE) {
+        /* Its last holder in our tenant let go after our import: the
+         * memory is ours alone now, charged as a share of our own. */
+        j = cs__ledger_share_make(&cs_rt.ledger, key, dev, cat, bytes, false);
+        if (j >= 0 && cs__ledger_share_adopt(&cs_rt.ledger, j)) {
+            cs__ledger_share_leave(&cs_rt.ledger, j);
+            j = -ENOENT;
+        }
+    }
     int pdev = dev;
     uint64_t pbytes = bytes;
     int fd = cs__payer_open(share_dir(), key, false, &pdev, &pbytes);
