@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 
 #define SW_SLOTS 8
@@ -209,10 +210,9 @@ static void sw_serve(int sock)
     }
 }
 
-/* A worker of another tenant: the library reads its configuration once
- * per process image, so it is exec'ed (argv[0] --worker FD) with the
- * other ledger in its environment. The test's main hands --worker to
- * sw_worker_main. */
+/* A worker process, exec'ed (SELF --worker FD) with `ledger` as its
+ * tenant's ledger: the library reads its configuration once per process
+ * image. The test's main hands --worker to sw_worker_main. */
 static struct sw_proc sw_start_tenant(const char *self, const char *ledger)
 {
     int sv[2];
@@ -229,6 +229,10 @@ static struct sw_proc sw_start_tenant(const char *self, const char *ledger)
         _exit(127);
     }
     close(sv[1]);
+    /* A worker that stops answering fails the test instead of hanging it. */
+    const char *scale = getenv("CS_TEST_SCALE");
+    struct timeval tv = {.tv_sec = 30 * (scale && atoi(scale) > 0 ? atoi(scale) : 1)};
+    CHECK_EQ(setsockopt(sv[0], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv), 0);
     return (struct sw_proc){pid, sv[0]};
 }
 
@@ -240,19 +244,12 @@ static void sw_worker_main(int argc, char **argv)
     }
 }
 
+/* A worker of this tenant: a fresh process image too, as applications
+ * are (a fork after the test's own CUDA initialisation would give the
+ * child a copy of the driver's state mid-use). */
 static struct sw_proc sw_start(void)
 {
-    int sv[2];
-    CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-    pid_t pid = fork();
-    CHECK(pid >= 0);
-    if (pid == 0) {
-        close(sv[0]);
-        sw_serve(sv[1]);
-        _exit(0);
-    }
-    close(sv[1]);
-    return (struct sw_proc){pid, sv[0]};
+    return sw_start_tenant("/proc/self/exe", getenv("CUDA_DEVICE_MEMORY_SHARED_CACHE"));
 }
 
 /* One step: the CUresult, and in *fd_out (if given) a descriptor sent back. */
