@@ -83,30 +83,7 @@ run_case() {
   done
   local ready=("$T"/hold/ready.*); local ppid=${ready[0]##*.}
   "$B/cushare" status --json "$T/tenant/ledger" > "$T/$name.json"
-  python3 - "$T/$name.json" "$ppid" <<'EOF'
-import json, sys
-st = json.load(open(sys.argv[1]))
-pid = int(sys.argv[2])
-text = json.dumps(st)
-def walk(o):
-    if isinstance(o, dict):
-        yield o
-        for v in o.values():
-            yield from walk(v)
-    elif isinstance(o, list):
-        for v in o:
-            yield from walk(v)
-procs = [o for o in walk(st) if o.get("pid") == pid]
-limits = [o.get("limit") for o in walk(st) if "limit" in o]
-if not procs:
-    sys.exit(f"FAIL: pid {pid} is not in the ledger: {text[:400]}")
-if (256 << 20) not in limits:
-    sys.exit(f"FAIL: the ledger's limit is not 256 MiB: {limits}")
-used = max(int(o.get("used", 0)) for o in walk(st) if "used" in o)
-if used < (100 << 20):
-    sys.exit(f"FAIL: the ledger shows {used} bytes used, not the probe's 100 MiB")
-print(f"ledger: pid {pid} present, limit 256 MiB, {used >> 20} MiB used")
-EOF
+  python3 "$S/tests/enforce/check_ledger.py" "$T/$name.json" "$ppid" 256 100
   touch "$T/hold/go"
   local rc=0
   wait $pid || rc=$?
