@@ -14,3 +14,7 @@ add_test(NAME enforce_ld_so_preload COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/enforce/
          ${CMAKE_BINARY_DIR} ${CMAKE_SOURCE_DIR})
 set_tests_properties(enforce_ld_so_preload PROPERTIES
   ENVIRONMENT "${CS_TEST_ENV}" SKIP_RETURN_CODE 77 TIMEOUT 120 FIXTURES_REQUIRED stale_ledgers)
+add_test(NAME library_replace COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/enforce/replace.sh
+         ${CMAKE_BINARY_DIR} ${CMAKE_SOURCE_DIR})
+set_tests_properties(library_replace PROPERTIES
+  ENVIRONMENT "${CS_TEST_ENV}" SKIP_RETURN_CODE 77 TIMEOUT 120)
