@@ -25,6 +25,11 @@ set -euo pipefail
 B=$1 S=$2 CUDA_DIR=${3:-$1/fakecuda}
 T=$B/tmp/cdi-ctr
 LIB=${CUSHARE_LIBRARY:-$B/libcushare.so}
+# PROBE_*_MIB: the budget and the two allocations (a real context needs
+# more than the fake's). CDI_DEV_BINDS: host paths bound into the container
+# as they are (the GPU script's /dev/nvidia* nodes; no device cgroup here).
+LIMIT=${PROBE_LIMIT_MIB:-256} OK=${PROBE_OK_MIB:-100} OVER=${PROBE_OVER_MIB:-200}
+read -r -a dev_binds <<< "${CDI_DEV_BINDS:-}"
 runtime=${CDI_RUNTIME:-}
 if [ -z "$runtime" ]; then
   if command -v podman >/dev/null; then runtime=podman; else runtime=crun; fi
@@ -46,7 +51,7 @@ fi
 if [ "${4:-}" != --inside ]; then
   rm -rf "$T"
   mkdir -p "$T"/{etc-up,etc-work,root-up,root-work,rootfs,hold,bundle}
-  "$B/cushare" cdi --name t1 --mem 256MiB --library "$LIB" --state "$T/state" \
+  "$B/cushare" cdi --name t1 --mem "${LIMIT}MiB" --library "$LIB" --state "$T/state" \
     --output "$T/cushare.json"
   python3 "$S/tests/cdi/validate.py" "$S/tests/cdi/cdi-schema.json" "$T/cushare.json" || {
     rc=$?; [ $rc = 77 ] && echo "(spec not schema-checked here)" || exit 1; }
@@ -65,7 +70,7 @@ mount -t overlay overlay -o "lowerdir=/,upperdir=$T/root-up,workdir=$T/root-work
 
 ctr_env=(LD_LIBRARY_PATH="$CUDA_DIR" FAKECUDA_STATE="$T/gpu.state" FAKECUDA_MEM=8g
   CUSHARE_LOG_LEVEL=error CS_TEST_SCALE="${CS_TEST_SCALE:-1}")
-probe=("$B/slice_probe" libcuda.so.1 100 200 "$T/hold")
+probe=("$B/slice_probe" libcuda.so.1 "$OK" "$OVER" "$T/hold")
 
 # start_container [--no-device]: the probe in a container, with the slice
 # (or, for the control, without it).
@@ -74,6 +79,7 @@ start_container() {
   [ "${1:-}" = --no-device ] && dev=()
   if [ "$runtime" = podman ]; then
     local e=(); for v in "${ctr_env[@]}"; do e+=(-e "$v"); done
+    for d in "${dev_binds[@]}"; do e+=(-v "$d:$d"); done
     podman --root "$T/storage" --runroot "$T/run" --cgroup-manager cgroupfs \
       --events-backend file run --rm --cgroups disabled --network none \
       --ulimit nofile=4096:4096 --ulimit nproc=4096:4096 \
@@ -82,9 +88,10 @@ start_container() {
   else
     rm -f "$T/bundle/config.json"
     (cd "$T/bundle" && crun spec)
-    python3 - "$T/bundle/config.json" "$T/rootfs" "$T/hold" "${ctr_env[@]}" -- "${probe[@]}" <<'EOF'
+    python3 - "$T/bundle/config.json" "$T/rootfs" "$T/hold ${CDI_DEV_BINDS:-}" "${ctr_env[@]}" \
+      -- "${probe[@]}" <<'EOF'
 import json, sys
-path, rootfs, hold = sys.argv[1:4]
+path, rootfs, binds = sys.argv[1:4]
 rest = sys.argv[4:]
 cut = rest.index("--")
 c = json.load(open(path))
@@ -95,8 +102,8 @@ p["args"] = rest[cut + 1:]
 p["env"] = ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"] + rest[:cut]
 p["rlimits"] = [{"type": "RLIMIT_NOFILE", "soft": 4096, "hard": 4096}]
 c["linux"].pop("resources", None)
-c["mounts"].append({"destination": hold, "source": hold, "type": "bind",
-                    "options": ["rbind", "rw"]})
+for b in binds.split():
+    c["mounts"].append({"destination": b, "source": b, "type": "bind", "options": ["rbind", "rw"]})
 json.dump(c, open(path, "w"), indent=1)
 EOF
     if [ ${#dev[@]} -gt 0 ]; then
@@ -113,7 +120,7 @@ rc=0
 start_container --no-device > "$T/control.out" 2>&1 || rc=$?
 cat "$T/control.out"
 if [ $rc != 1 ] || ! grep -q 'cushare=no ok=0 over=0 ' "$T/control.out"; then
-  echo "FAIL: without the CDI device the probe should get 300 MiB of 8 GiB (rc $rc)"; exit 1
+  echo "FAIL: without the CDI device the probe should get $((OK + OVER)) MiB (rc $rc)"; exit 1
 fi
 rm -f "$T"/hold/*
 
@@ -129,7 +136,7 @@ until compgen -G "$T/hold/ready.*" >/dev/null; do
 done
 ready=("$T"/hold/ready.*)
 "$B/cushare" status --json "$T/state/slices/t1/ledger" > "$T/status.json"
-python3 "$S/tests/enforce/check_ledger.py" "$T/status.json" "${ready[0]##*.}" 256 100
+python3 "$S/tests/enforce/check_ledger.py" "$T/status.json" "${ready[0]##*.}" "$LIMIT" "$OK"
 touch "$T/hold/go"
 rc=0
 wait $pid || rc=$?

@@ -3,8 +3,8 @@
 # is sliced whatever it does to its environment. A private mount namespace
 # stands in for the container: /etc is overlaid there (the host's /etc is
 # untouched) and ld.so.preload written into the overlay. On the fake
-# driver, with a 256 MiB budget, slice_probe allocates 100 MiB and then
-# 200 MiB: sliced, the second is refused (exit 0); unsliced, it is granted
+# driver, with a 256 MiB budget (PROBE_*_MIB below), slice_probe allocates
+# 100 MiB and then 200 MiB: sliced, the second is refused (exit 0); unsliced, it is granted
 # (exit 1). Each case holds its memory while `cushare status --json` reads
 # the tenant's ledger: its pid, the 100 MiB and the 256 MiB limit.
 #   outside the namespace, no LD_PRELOAD: not sliced (the control);
@@ -17,7 +17,11 @@ set -euo pipefail
 B=$1 S=$2
 T=$B/tmp/enforce
 LIB=${CUSHARE_LIBRARY:-$B/libcushare.so}
-FAKE=$B/fakecuda
+# LIBCUDA_DIR: where libcuda.so.1 is (default the fake driver; the GPU
+# script points it at the real one); PROBE_*_MIB: the budget and the two
+# allocations (a real context needs more than the fake's).
+FAKE=${LIBCUDA_DIR:-$B/fakecuda}
+LIMIT=${PROBE_LIMIT_MIB:-256} OK=${PROBE_OK_MIB:-100} OVER=${PROBE_OVER_MIB:-200}
 probe=$B/slice_probe
 
 if [ "$(id -u)" != 0 ]; then
@@ -41,19 +45,19 @@ if [ "${3:-}" != --inside ]; then
   if [ "$file_type" != 0300 ] || readelf -l "$T/static_exec" | grep -q INTERP; then
     echo "FAIL: $T/static_exec is not a static PIE (ET_DYN without PT_INTERP)"; exit 1
   fi
-  export T LIB FAKE probe
+  export T LIB FAKE probe LIMIT OK OVER
   export LD_LIBRARY_PATH=$FAKE FAKECUDA_STATE=$T/gpu.state FAKECUDA_MEM=8g
-  export CUDA_DEVICE_MEMORY_SHARED_CACHE=$T/tenant/ledger CUDA_DEVICE_MEMORY_LIMIT=256m
+  export CUDA_DEVICE_MEMORY_SHARED_CACHE=$T/tenant/ledger CUDA_DEVICE_MEMORY_LIMIT=${LIMIT}m
   export CUSHARE_LOG_LEVEL=error
   unset LD_PRELOAD
 
   echo "== control: no LD_PRELOAD, no /etc/ld.so.preload: the probe is not sliced"
   set +e
-  out=$("$probe" libcuda.so.1 100 200); rc=$?
+  out=$("$probe" libcuda.so.1 "$OK" "$OVER"); rc=$?
   set -e
   echo "$out"
   if [ $rc != 1 ] || ! grep -q 'cushare=no ok=0 over=0' <<<"$out"; then
-    echo "FAIL: without any preload the probe should get 300 MiB of 8 GiB (rc $rc)"; exit 1
+    echo "FAIL: without any preload the probe should get $((OK + OVER)) MiB (rc $rc)"; exit 1
   fi
   exec unshare -m --propagation private "$0" "$B" "$S" --inside
 fi
@@ -83,17 +87,17 @@ run_case() {
   done
   local ready=("$T"/hold/ready.*); local ppid=${ready[0]##*.}
   "$B/cushare" status --json "$T/tenant/ledger" > "$T/$name.json"
-  python3 "$S/tests/enforce/check_ledger.py" "$T/$name.json" "$ppid" 256 100
+  python3 "$S/tests/enforce/check_ledger.py" "$T/$name.json" "$ppid" "$LIMIT" "$OK"
   touch "$T/hold/go"
   local rc=0
   wait $pid || rc=$?
   cat "$T/$name.out"
   if [ $rc != 0 ] || ! grep -q 'preload=- cushare=yes ok=0 over=2 ' "$T/$name.out"; then
-    echo "FAIL: $name: not sliced (rc $rc; want the 200 MiB refused with OUT_OF_MEMORY)"; exit 1
+    echo "FAIL: $name: not sliced (rc $rc; want the $OVER MiB refused with OUT_OF_MEMORY)"; exit 1
   fi
 }
 
-run_case cleared env -u LD_PRELOAD "$probe" libcuda.so.1 100 200 "$T/hold"
-run_case absolute env -u LD_PRELOAD "$probe" "$FAKE/libcuda.so.1" 100 200 "$T/hold"
-run_case static_pie env LD_PRELOAD="$LIB" "$T/static_exec" "$probe" "$FAKE/libcuda.so.1" 100 200 "$T/hold"
+run_case cleared env -u LD_PRELOAD "$probe" libcuda.so.1 "$OK" "$OVER" "$T/hold"
+run_case absolute env -u LD_PRELOAD "$probe" "$FAKE/libcuda.so.1" "$OK" "$OVER" "$T/hold"
+run_case static_pie env LD_PRELOAD="$LIB" "$T/static_exec" "$probe" "$FAKE/libcuda.so.1" "$OK" "$OVER" "$T/hold"
 echo "PASS"

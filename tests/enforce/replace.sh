@@ -17,8 +17,10 @@ T=$B/tmp/replace
 LIB=${CUSHARE_LIBRARY:-$B/libcushare.so}
 rm -rf "$T"
 mkdir -p "$T/vgpu" "$T/hold"
-export LD_LIBRARY_PATH=$B/fakecuda FAKECUDA_STATE=$T/gpu.state FAKECUDA_MEM=8g
-export CUDA_DEVICE_MEMORY_LIMIT=256m CUSHARE_LOG_LEVEL=error
+# LIBCUDA_DIR and PROBE_*_MIB as in preload.sh (the GPU script sets them).
+OK=${PROBE_OK_MIB:-100} OVER=${PROBE_OVER_MIB:-200}
+export LD_LIBRARY_PATH=${LIBCUDA_DIR:-$B/fakecuda} FAKECUDA_STATE=$T/gpu.state FAKECUDA_MEM=8g
+export CUDA_DEVICE_MEMORY_LIMIT=${PROBE_LIMIT_MIB:-256}m CUSHARE_LOG_LEVEL=error
 
 # The DaemonSet's install-lib command, pointed at this test's directories.
 install_cmd=$(python3 - "$S/deploy/cushare-node.yaml" <<'EOF'
@@ -48,7 +50,7 @@ run_tenant() {
   local name=$1 replace=$2
   rm -f "$T/hold"/*
   cp "$LIB" "$T/vgpu/libvgpu.so"
-  LD_PRELOAD=$T/vgpu/libvgpu.so "$B/slice_probe" libcuda.so.1 100 200 "$T/hold" \
+  LD_PRELOAD=$T/vgpu/libvgpu.so "$B/slice_probe" libcuda.so.1 "$OK" "$OVER" "$T/hold" \
     > "$T/$name.out" 2>&1 & local pid=$!
   local end=$((SECONDS + $(awk -v s="${CS_TEST_SCALE:-1}" 'BEGIN { print int(60 * s) }')))
   until compgen -G "$T/hold/ready.*" >/dev/null; do
