@@ -7,6 +7,11 @@
  * once the monitor's recent_kernel < 0 held the launch back, and
  * DIR/launched.<pid> once the launch returned. It then waits for
  * DIR/stop, frees and exits 0.
+ *
+ * With a third argument `engaged` it instead launches one kernel (which
+ * arms the limiter) and, until DIR/stop, writes DIR/engaged.<pid>.<0|1>
+ * whenever cushare_limiter_stats' engaged bit of device 0 changes: how
+ * the test sees the monitor's utilization_switch turn pacing on and off.
  */
 #define _GNU_SOURCE
 #define __CUDA_API_VERSION_INTERNAL 1
@@ -35,13 +40,18 @@ static CUfunction fn;
 static CUcontext ctx;
 static volatile int launched;
 
+static void touch_path(const char *p)
+{
+    FILE *f = fopen(p, "w");
+    if (f)
+        fclose(f);
+}
+
 static void touch(const char *name)
 {
     char p[4200];
     snprintf(p, sizeof p, "%s/%s.%d", dir, name, (int)getpid());
-    FILE *f = fopen(p, "w");
-    if (f)
-        fclose(f);
+    touch_path(p);
 }
 
 static int exists(const char *name)
@@ -73,7 +83,7 @@ static void wait_for(int (*cond)(void), const char *what)
 static int go_exists(void) { return exists("go"); }
 static int stop_exists(void) { return exists("stop"); }
 
-static uint64_t holds(void)
+static struct cushare_limiter_stats stats(void)
 {
     static void (*get)(struct cushare_limiter_stats *);
     if (!get)
@@ -82,7 +92,31 @@ static uint64_t holds(void)
     memset(&s, 0, sizeof s);
     if (get)
         get(&s);
-    return s.hami_holds;
+    return s;
+}
+
+static uint64_t holds(void)
+{
+    return stats().hami_holds;
+}
+
+/* Reports every change of device 0's engaged bit until DIR/stop. */
+static void report_engaged(void)
+{
+    int last = -1;
+    struct timespec step = {0, 2 * 1000 * 1000};
+    while (!exists("stop")) {
+        int now = (int)(stats().engaged_mask & 1);
+        if (now != last) {
+            char name[32];
+            snprintf(name, sizeof name, "engaged.%d", now);
+            char p[4200];
+            snprintf(p, sizeof p, "%s/%s.%d", dir, name, (int)getpid());
+            touch_path(p);
+            last = now;
+        }
+        nanosleep(&step, NULL);
+    }
 }
 
 static int held_or_launched(void) { return holds() > 0 || launched; }
@@ -100,8 +134,8 @@ static void *launcher(void *arg)
 
 int main(int argc, char **argv)
 {
-    if (argc != 3) {
-        fprintf(stderr, "usage: hami_tenant DIR MIB\n");
+    if (argc != 3 && !(argc == 4 && !strcmp(argv[3], "engaged"))) {
+        fprintf(stderr, "usage: hami_tenant DIR MIB [engaged]\n");
         return 2;
     }
     dir = argv[1];
@@ -117,6 +151,13 @@ int main(int argc, char **argv)
     CK(cuModuleGetFunction(&fn, mod, "k"));
     CK(cuMemAlloc_v2(&p, bytes));
     touch("ready");
+    if (argc == 4) {
+        CK(cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL));
+        CK(cuCtxSynchronize());
+        report_engaged();
+        CK(cuMemFree_v2(p));
+        return 0;
+    }
     wait_for(go_exists, "go");
     pthread_t t;
     pthread_create(&t, NULL, launcher, NULL);

@@ -64,5 +64,26 @@ HAMI_LIVE=$cache HAMI_EXPECT="$p1:$((100 << 20)),$p2:$((200 << 20))" HAMI_LIMIT=
 touch "$T/stop"
 wait $p1
 wait $p2
+
+echo "== feedback: under policy default the monitor's utilization_switch turns pacing on and off"
+# One tenant alone: cushare's own rule would release its pacing (nobody
+# contends); HAMi's monitor decides instead, as it does for HAMi-core.
+mkdir -p "$T/sw"
+rm -f "$T/stop"
+cache2=$T/sw/1a2b-uuid.cache
+env "${tenant_env[@]}" CUDA_DEVICE_MEMORY_SHARED_CACHE="$cache2" GPU_CORE_UTILIZATION_POLICY=default \
+  "$B/hami_tenant" "$T/sw" 64 engaged & p3=$!
+trap 'touch "$T/stop" "$T/sw/stop"; kill $p3 2>/dev/null || true' EXIT
+wait_files "$T/sw/engaged.1.$p3"
+echo "utilization_switch = 1 (HAMi's default): pacing engaged"
+HAMI_SET=$cache2 HAMI_UTIL_SWITCH=0 "$T/hami.test" -test.run TestSet
+wait_files "$T/sw/engaged.0.$p3"
+echo "utilization_switch = 0: pacing released"
+rm -f "$T/sw/engaged.1.$p3"
+HAMI_SET=$cache2 HAMI_UTIL_SWITCH=1 "$T/hami.test" -test.run TestSet
+wait_files "$T/sw/engaged.1.$p3"
+echo "utilization_switch = 1 again: pacing engaged"
+touch "$T/sw/stop"
+wait $p3
 trap - EXIT
 echo "PASS"
