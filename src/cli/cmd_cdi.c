@@ -205,8 +205,12 @@ static int make_host_files(const struct cdi_args *a, const char *slice_dir)
     snprintf(path, sizeof path, "%s/ld.so.preload", a->state);
     snprintf(tmp, sizeof tmp, "%s.%d", path, (int)getpid());
     FILE *f = fopen(tmp, "w");
-    if (!f || fprintf(f, "%s\n", CS_CDI_LIB) < 0 || fchmod(fileno(f), 0644) || fclose(f) ||
-        rename(tmp, path)) {
+    int ok = f != NULL;
+    if (f) {
+        ok = fprintf(f, "%s\n", CS_CDI_LIB) > 0 && fchmod(fileno(f), 0644) == 0;
+        ok = fclose(f) == 0 && ok && rename(tmp, path) == 0;
+    }
+    if (!ok) {
         fprintf(stderr, "cushare: cdi: cannot write %s: %s\n", path, strerror(errno));
         unlink(tmp);
         return -1;
@@ -252,13 +256,13 @@ int cs_cmd_cdi(int argc, char **argv)
         return rc;
     char slice_dir[4096];
     snprintf(slice_dir, sizeof slice_dir, "%s/slices/%s", a.state, a.name);
+    if (strlen(slice_dir) > 200)
+        return cs_cli_usage_error("cdi", "--state '%s' is too long", a.state);
     /* The slice's directory is only its containers': its ledger may be
      * joined by every uid there (docs/ledger.md, "directory" trust). */
     snprintf(env[nenv++], 256, "CUDA_DEVICE_MEMORY_SHARED_CACHE=%.200s/ledger", slice_dir);
     snprintf(env[nenv++], 256, "CUSHARE_LEDGER_TRUST=directory");
     snprintf(env[nenv++], 256, "LIBVGPU_HOSTPID_BROKER=1");
-    if (strlen(slice_dir) > 200)
-        return cs_cli_usage_error("cdi", "--state '%s' is too long", a.state);
     if (make_host_files(&a, slice_dir))
         return CS_EXIT_FAIL;
     if (!a.output) {
