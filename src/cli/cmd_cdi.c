@@ -5,8 +5,11 @@
  * slice without HAMi: `--device cushare.io/slice=NAME`.
  *
  * The device's containerEdits carry the environment contract (HAMi's
- * names, as `cushare run` writes them), and four bind mounts:
+ * names, as `cushare run` writes them), and five bind mounts:
  *   the library (read-only) at CS_CDI_LIB;
+ *   STATE/slices/NAME.env (read-only) at CS_SLICE_FILE: the same variables,
+ *     which the library then takes from there and not from the environment,
+ *     so a process that clears or rewrites its environment stays sliced;
  *   STATE/ld.so.preload (read-only, naming CS_CDI_LIB) at /etc/ld.so.preload,
  *     so the library is in every dynamic process of the container, whatever
  *     the process does to its environment (docs/interposition.md);
@@ -14,8 +17,8 @@
  *     `cushare status` on the node reads the path the tenants write);
  *   CS_NODE_DIR (the board, the registry and the broker's socket
  *     directory) at the same path.
- * It makes the two host files the spec names (the preload file and the
- * slice directory) and writes the spec by temporary file and rename, so a
+ * It makes the host files the spec names (the preload file, the slice file
+ * and the slice directory) and writes the spec by temporary file and rename, so a
  * runtime never reads half of one. cdiVersion 0.5.0: the oldest that has
  * everything used here, so podman 4.3 (Debian 12) reads it.
  */
@@ -180,13 +183,42 @@ static int parse_args(int argc, char **argv, struct cdi_args *a)
     return 0;
 }
 
-/* STATE/ld.so.preload naming the library's container path, CS_NODE_DIR,
+/* Writes `text` to `path` (mode 0644) by temporary file and rename: a
+ * runtime or a starting tenant never reads half of one. */
+static int write_by_rename(const char *path, const char *text)
+{
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.%d", path, (int)getpid());
+    FILE *f = fopen(tmp, "w");
+    int ok = f != NULL;
+    if (f) {
+        ok = fputs(text, f) >= 0 && fchmod(fileno(f), 0644) == 0;
+        ok = fclose(f) == 0 && ok && rename(tmp, path) == 0;
+    }
+    if (!ok) {
+        fprintf(stderr, "cushare: cdi: cannot write %s: %s\n", path, strerror(errno));
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+/* STATE/slices/NAME.env: the slice file (core/config.h), mounted read-only
+ * at CS_SLICE_FILE. Outside the slice's directory, which its containers
+ * may write. */
+static void slice_file_path(const struct cdi_args *a, char *path, size_t len)
+{
+    snprintf(path, len, "%s/slices/%s.env", a->state, a->name);
+}
+
+/* STATE/ld.so.preload naming the library's container path, the slice file, CS_NODE_DIR,
  * and the slice's ledger directory (1777: the container's processes, whatever
  * their uid, create and join the ledger there; only this slice's
  * containers see it). */
-static int make_host_files(const struct cdi_args *a, const char *slice_dir)
+static int make_host_files(const struct cdi_args *a, const char *slice_dir,
+                           const char *slice_text)
 {
-    char path[4096], tmp[4200];
+    char path[4096];
     snprintf(path, sizeof path, "%s/slices", a->state);
     if ((mkdir(a->state, 0755) && errno != EEXIST) || (mkdir(path, 0755) && errno != EEXIST) ||
         (mkdir(slice_dir, 01777) && errno != EEXIST) || chmod(slice_dir, 01777)) {
@@ -203,18 +235,12 @@ static int make_host_files(const struct cdi_args *a, const char *slice_dir)
         return -1;
     }
     snprintf(path, sizeof path, "%s/ld.so.preload", a->state);
-    snprintf(tmp, sizeof tmp, "%s.%d", path, (int)getpid());
-    FILE *f = fopen(tmp, "w");
-    int ok = f != NULL;
-    if (f) {
-        ok = fprintf(f, "%s\n", CS_CDI_LIB) > 0 && fchmod(fileno(f), 0644) == 0;
-        ok = fclose(f) == 0 && ok && rename(tmp, path) == 0;
-    }
-    if (!ok) {
-        fprintf(stderr, "cushare: cdi: cannot write %s: %s\n", path, strerror(errno));
-        unlink(tmp);
+    char preload[sizeof CS_CDI_LIB + 1];
+    snprintf(preload, sizeof preload, "%s\n", CS_CDI_LIB);
+    if (write_by_rename(path, preload))
         return -1;
-    }
+    slice_file_path(a, path, sizeof path);
+    return write_by_rename(path, slice_text);
     return 0;
 }
 
@@ -238,6 +264,9 @@ static void print_spec(FILE *f, const struct cdi_args *a, char env[][256], int n
     fprintf(f, "        ],\n        \"mounts\": [\n");
     print_mount(f, a->library, CS_CDI_LIB, 1, 0);
     print_mount(f, preload, "/etc/ld.so.preload", 1, 0);
+    char slice_file[4096];
+    slice_file_path(a, slice_file, sizeof slice_file);
+    print_mount(f, slice_file, CS_SLICE_FILE, 1, 0);
     print_mount(f, slice_dir, slice_dir, 0, 0);
     print_mount(f, CS_NODE_DIR, CS_NODE_DIR, 0, 1);
     fprintf(f, "        ]\n      }\n    }\n  ]\n}\n");
@@ -263,7 +292,14 @@ int cs_cmd_cdi(int argc, char **argv)
     snprintf(env[nenv++], 256, "CUDA_DEVICE_MEMORY_SHARED_CACHE=%.200s/ledger", slice_dir);
     snprintf(env[nenv++], 256, "CUSHARE_LEDGER_TRUST=directory");
     snprintf(env[nenv++], 256, "LIBVGPU_HOSTPID_BROKER=1");
-    if (make_host_files(&a, slice_dir))
+    /* The same lines as the environment, in the slice file the library
+     * reads instead of the environment when it exists. */
+    char slice_text[MAX_ENV * 257 + 64] = "# cushare slice (cushare cdi): read-only in the container\n";
+    for (int i = 0; i < nenv; i++) {
+        strcat(slice_text, env[i]);
+        strcat(slice_text, "\n");
+    }
+    if (make_host_files(&a, slice_dir, slice_text))
         return CS_EXIT_FAIL;
     if (!a.output) {
         print_spec(stdout, &a, env, nenv, slice_dir);

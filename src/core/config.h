@@ -44,6 +44,8 @@ struct cs_config {
                                                shared files (HAMi's meaning) */
     bool ledger_trust_dir;                  /* CUSHARE_LEDGER_TRUST=directory: the ledger's
                                                directory is private to the tenant */
+    bool from_slice_file;                   /* CS_SLICE_FILE existed: the slice's values came
+                                               from it, not from the environment */
 };
 
 /* Parses the process environment into *out. 0, or -EINVAL after printing
@@ -52,6 +54,22 @@ struct cs_config {
  * (CUDA_DEVICE_MEMORY_LIMIT_16, _01, _x) is an error: it would otherwise
  * be a limit nobody enforces. */
 int cs__config_from_env(struct cs_config *out);
+
+/* The slice file: a read-only file the deployment mounts into a container
+ * (`cushare cdi` does), holding the slice's "NAME=value" lines, '#'
+ * comments and blank lines allowed. When it exists, every variable of the
+ * table except the log levels comes from it alone: the same names in the
+ * process's environment are ignored (one warning names them), so a tenant
+ * that clears or rewrites its environment stays in its slice. A file that
+ * exists but cannot be read, or holds a line that is not a variable of the
+ * table, fails the parse (fail closed). Its path is fixed, not
+ * configurable, for the same reason. */
+#define CS_SLICE_FILE "/etc/cushare/slice.env"
+
+/* cs__config_parse of `env` under the slice file at `slice_path` (absent:
+ * the environment alone). cs__config_from_env is
+ * cs__config_load(out, environ, CS_SLICE_FILE). */
+int cs__config_load(struct cs_config *out, char *const *env, const char *slice_path);
 
 /* The suffix that marks a HAMi shared-region path, and the one cushare's
  * ledger gets beside it: "<dir>/<uuid>.cache" keeps the HAMi region and

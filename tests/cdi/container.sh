@@ -72,11 +72,16 @@ ctr_env=(LD_LIBRARY_PATH="$CUDA_DIR" FAKECUDA_STATE="$T/gpu.state" FAKECUDA_MEM=
   CUSHARE_LOG_LEVEL=error CS_TEST_SCALE="${CS_TEST_SCALE:-1}")
 probe=("$B/slice_probe" libcuda.so.1 "$OK" "$OVER" "$T/hold")
 
-# start_container [--no-device]: the probe in a container, with the slice
-# (or, for the control, without it).
+# start_container [--no-device|--escape]: the probe in a container, with
+# the slice (or, for the control, without it; or with the slice while the
+# probe's environment drops and rewrites every slice variable).
 start_container() {
   local dev=(--device cushare.io/slice=t1)
   [ "${1:-}" = --no-device ] && dev=()
+  local probe=("${probe[@]}")
+  [ "${1:-}" = --escape ] && probe=(/usr/bin/env -u CUDA_DEVICE_MEMORY_SHARED_CACHE
+    -u CUDA_DEVICE_MEMORY_LIMIT -u CUDA_DEVICE_SM_LIMIT CUDA_DISABLE_CONTROL=true
+    CUDA_DEVICE_MEMORY_LIMIT_0=100g "${probe[@]}")
   if [ "$runtime" = podman ]; then
     local e=(); for v in "${ctr_env[@]}"; do e+=(-e "$v"); done
     for d in "${dev_binds[@]}"; do e+=(-v "$d:$d"); done
@@ -145,4 +150,15 @@ if [ $rc != 0 ] || ! grep -q 'preload=- cushare=yes ok=0 over=2 ' "$T/probe.out"
   cat "$T/probe.err"
   echo "FAIL: the probe in the container was not sliced (rc $rc)"; exit 1
 fi
-echo "PASS: $runtime applied cushare.io/slice=t1: the container's probe is sliced"
+
+echo "== --device cushare.io/slice=t1, the probe clears and rewrites its slice variables"
+# The slice file the spec mounts read-only at /etc/cushare/slice.env keeps it.
+rm -f "$T"/hold/*
+touch "$T/hold/go"
+rc=0
+start_container --escape > "$T/escape.out" 2>&1 || rc=$?
+cat "$T/escape.out"
+if [ $rc != 0 ] || ! grep -q 'preload=- cushare=yes ok=0 over=2 ' "$T/escape.out"; then
+  echo "FAIL: the probe escaped its slice by rewriting its environment (rc $rc)"; exit 1
+fi
+echo "PASS: $runtime applied cushare.io/slice=t1: the container's probe is sliced, even with its environment rewritten"
