@@ -52,6 +52,7 @@
 #include "cli/bench.h"
 #include "cli/cli.h"
 #include "core/userdir.h"
+#include "core/clock.h"
 #include "core/config.h"
 #include "cushare/phases.h"
 
@@ -101,9 +102,7 @@ static struct bench_slot *slot_at(struct bench_header *h, size_t i)
 
 static uint64_t now_ns(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    return (uint64_t)cs__now_ns();
 }
 
 /* ---- the worker ---------------------------------------------------------- */

@@ -30,10 +30,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli/bench.h"
 #include "cli/cli.h"
+#include "core/clock.h"
 #include "core/config.h"
 
-int cs_bench_limiter(int argc, char **argv);
 
 static const char usage[] =
     "usage: cushare bench limiter [--secs S] [--warmup W] [--limits L,L,...] [--out DIR]\n"
@@ -73,13 +74,6 @@ static struct {
     char launchcost[1024];
     int failures;
 } B = {.secs = 5, .warmup = 1, .tol = 5, .start_delay = 10};
-
-static long long mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000000000ll + ts.tv_nsec;
-}
 
 /* "" for a native run, else the `cushare run` prefix for limit pct
  * (0: no limit). */
@@ -198,7 +192,7 @@ static void run_workload(struct workload *w)
                share - B.limits[i]);
         verdict(w->rate[i] > 0 && fabs(share - B.limits[i]) <= B.tol);
     }
-    long long t = mono_ns() + (long long)(B.start_delay * 1e9);
+    long long t = cs__now_ns() + (long long)(B.start_delay * 1e9);
     FILE *a = start(w->cmd, 1, 25, t), *b = start(w->cmd, 1, 75, t);
     w->pair25 = finish(a, "tenant at 25%");
     w->pair75 = finish(b, "tenant at 75%");

@@ -37,6 +37,7 @@
 
 #include "cli/cli.h"
 #include "core/userdir.h"
+#include "core/clock.h"
 #include "core/config.h"
 #include "cushare/ledger.h"
 #include "ledger/ledger.h"
@@ -211,11 +212,9 @@ static int make_private_ledger(const struct cs_config *cfg, struct cs_ledger *l)
     struct cs_ledger_params params;
     cs__ledger_params_from_config(cfg, &params);
     for (int attempt = 0; attempt < 16; attempt++) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
         char path[PATH_MAX + 64];
         snprintf(path, sizeof path, "%s/ledger-%d-%llx", dir, (int)getpid(),
-                 (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec);
+                 (unsigned long long)cs__now_ns());
         if (cs__ledger_open(path, &params, false, l))
             return -1; /* the ledger code said why */
         int r = cs__ledger_keep(l);

@@ -30,13 +30,6 @@ struct cs_runtime cs_rt;
  * after start-up. Plain stores of aligned 64-bit values. */
 static struct cushare_phases phases = {.version = CUSHARE_PHASES_VERSION};
 
-uint64_t cs__now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 void cs__phase_mark(enum cs_phase p)
 {
     uint64_t *field[] = {

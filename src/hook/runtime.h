@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/clock.h"
 #include "core/config.h"
 #include "hook/drv.h"
 #include "ledger/ledger.h"
@@ -58,7 +59,6 @@ enum cs_phase {
     CS_PHASE_REAL_INIT_DONE,
     CS_PHASE_IDENTITY_DONE,
 };
-uint64_t cs__now_ns(void);
 void cs__phase_mark(enum cs_phase p);
 void cs__phase_identity(uint32_t tier, uint64_t lock_waits);
 

@@ -22,6 +22,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/clock.h"
+
 #include "hook/runtime.h"
 #include "limiter/capture.h"
 #include "limiter/law.h"
@@ -103,7 +105,6 @@ extern struct cushare_limiter_stats cs__lim_stats;
 
 #define CS_LIM_STAT_ADD(field, v) __atomic_fetch_add(&cs__lim_stats.field, (v), __ATOMIC_RELAXED)
 
-int64_t cs__lim_now(void);
 void cs__lim_sleep(int64_t ns);
 
 /* Harvests completed pairs of device d (its mutex held): publishes the

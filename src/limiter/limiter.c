@@ -49,13 +49,6 @@ static struct cs_lim_ctx ctxs[CS_LIM_CTXS];
 static pthread_mutex_t ctx_mu = PTHREAD_MUTEX_INITIALIZER;
 static __thread char per_thread_key; /* its address names this thread's default stream */
 
-int64_t cs__lim_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
-}
-
 void cs__lim_sleep(int64_t ns)
 {
     if (ns <= 0)
@@ -516,9 +509,9 @@ static void pace_sleep(struct cs_lim_dev *D, int64_t wait)
     if (wait > CS_LIM_SLEEP_MAX_NS)
         wait = CS_LIM_SLEEP_MAX_NS;
     CS_LIM_STAT_ADD(sleeps, 1);
-    int64_t t0 = cs__lim_now();
+    int64_t t0 = cs__now_ns();
     cs__lim_sleep(wait);
-    uint64_t slept = (uint64_t)(cs__lim_now() - t0);
+    uint64_t slept = (uint64_t)(cs__now_ns() - t0);
     CS_LIM_STAT_ADD(sleep_ns, slept);
     __atomic_fetch_add(&D->sleep_ns, slept, __ATOMIC_RELAXED);
 }
@@ -530,7 +523,7 @@ static struct cs_lim_stream *wait_turn(struct cs_lim_dev *D, struct cs_lim_ctx *
                                        uintptr_t key, CUstream rec, bool *engaged)
 {
     for (;;) {
-        int64_t now = cs__lim_now();
+        int64_t now = cs__now_ns();
         pthread_mutex_lock(&D->mu);
         *engaged = law_follow(D, cx->dev, now);
         cs__lim_harvest_locked(cx->dev, now);
@@ -558,7 +551,7 @@ static void issue_ticket(struct cs_lim_ticket *t, struct cs_lim_dev *D, struct c
     t->est = (uint64_t)(est > 0 ? est : 0);
     /* Well under the share (or not pacing at all), a sample of the
      * launches is enough: the others are charged by estimate. */
-    bool estimate_only = est > 0 && (!engaged || cs__law_well_under(&D->law, cs__lim_now())) &&
+    bool estimate_only = est > 0 && (!engaged || cs__law_well_under(&D->law, cs__now_ns())) &&
                          D->launches++ % CS_LIM_SAMPLE != 0;
     if (st && estimate_only) {
         st->tickets++;
@@ -636,7 +629,7 @@ static void charge_estimate(struct cs_lim_dev *D, int dev, const struct cs_lim_t
     __atomic_fetch_add(&D->own_total, ns, __ATOMIC_RELAXED);
     __atomic_fetch_add(&D->own_work, (uint64_t)sig_work(D, t->sig, (int64_t)ns), __ATOMIC_RELAXED);
     if (D->law_running)
-        cs__law_charge(&D->law, ns, 0, cs__lim_now());
+        cs__law_charge(&D->law, ns, 0, cs__now_ns());
 }
 
 /* Records the end marker of a sampled launch and queues the pair (device
@@ -667,7 +660,7 @@ static void queue_pair(struct cs_lim_dev *D, struct cs_lim_stream *st,
     cs__law_pending(&D->law, (int64_t)t->est);
     struct cs_ledger_slot *s = cs__lim_my_slot();
     if (s)
-        __atomic_store_n(&s->last_launch_ns[cx->dev], (uint64_t)cs__lim_now(), __ATOMIC_RELAXED);
+        __atomic_store_n(&s->last_launch_ns[cx->dev], (uint64_t)cs__now_ns(), __ATOMIC_RELAXED);
 }
 
 void cs__limiter_measure(struct cs_lim_ticket *t, CUresult launched)

@@ -14,7 +14,22 @@
 
 #include <stdint.h>
 
-#include "hook/hooks.h"
+#include "hook/runtime.h"
+
+/* Common prologue of every wrapper: initialise (fail closed) and honour a
+ * suspend request; `real` NULL means the driver lacks the symbol. */
+#define CS_ENTER(sym)                                      \
+    do {                                                   \
+        int cs_rc_ = cs__init();                           \
+        if (cs_rc_)                                        \
+            return cs__init_error(cs_rc_);                 \
+        if (!cs_real.sym)                                  \
+            return CUDA_ERROR_NOT_FOUND;                   \
+        cs__checkpoint();                                  \
+    } while (0)
+
+/* Parks the calling thread while the tenant is suspended (suspend.c). */
+void cs__checkpoint(void);
 
 /* What a launch is: its kind keeps its own estimate of GPU time. */
 enum cs_lim_kind { CS_LIM_KERNEL = 0, CS_LIM_GRAPH = 1, CS_LIM_MEMSET = 2, CS_LIM_NKINDS };
@@ -116,6 +131,19 @@ static inline void cs__limiter_after_launch(struct cs_lim_ticket *t, CUresult la
     if (__builtin_expect(t->stream != 0, 0))
         cs__limiter_measure(t, launched);
 }
+
+/* The body of a launch wrapper: prologue, pacing, the call, measurement.
+ * `sym` names the hooks.def row (and so the path); `call` is evaluated
+ * once, between the two halves. */
+#define CS_LAUNCH_BODY(sym, stream, sig, call)                      \
+    do {                                                            \
+        CS_ENTER(sym);                                              \
+        struct cs_lim_ticket t_;                                    \
+        cs__limiter_before_launch(&t_, (stream), CS_LIM_PATH_##sym, (sig)); \
+        CUresult r_ = call;                                         \
+        cs__limiter_after_launch(&t_, r_);                          \
+        return r_;                                                  \
+    } while (0)
 
 /* Counters for tests and `cushare bench limiter` (process-local, relaxed).
  * Exported as cushare_limiter_stats() so a test can read them through

@@ -12,7 +12,8 @@
  * waiting never gives up), so two of our processes never blur each
  * other's difference; a coincidence with another tenant's allocation of
  * the same size shows up as zero or several matches and is retried. The
- * probe buffer is charged to the budget like any allocation.
+ * probe buffer is charged to the budget in the ledger directly (this file
+ * sits below src/mem): a full budget fails the probe, which says so.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -22,7 +23,6 @@
 #include "core/log.h"
 #include "identity/identity.h"
 #include "limiter/internal.h"
-#include "mem/admit.h"
 
 #define SUBSYS "identity"
 #define PROBE_BYTES (2ull << 20)
@@ -73,9 +73,10 @@ static int experiment(int dev, nvmlDevice_t nd, pid_t *out)
 {
     struct snapshot before, after;
     CUdeviceptr p;
-    if (cs__admit(dev, CS_MEM_DATA, PROBE_BYTES) != CUDA_SUCCESS)
-        return -ENOMEM;
-    int rc = snap(nd, &before);
+    int rc = cs__ledger_reserve(&cs_rt.ledger, dev, CS_MEM_DATA, PROBE_BYTES);
+    if (rc)
+        return rc;
+    rc = snap(nd, &before);
     if (!rc && cs_real.cuMemAlloc_v2(&p, PROBE_BYTES) == CUDA_SUCCESS) {
         rc = snap(nd, &after);
         cs_real.cuMemFree_v2(p);
@@ -84,7 +85,7 @@ static int experiment(int dev, nvmlDevice_t nd, pid_t *out)
     } else if (!rc) {
         rc = -ENOMEM;
     }
-    cs__give_back(dev, CS_MEM_DATA, PROBE_BYTES);
+    cs__ledger_release(&cs_rt.ledger, dev, CS_MEM_DATA, PROBE_BYTES);
     return rc;
 }
 

@@ -38,7 +38,6 @@
 #include "core/fork.h"
 #include "core/log.h"
 #include "limiter/internal.h"
-#include "mem/admit.h"
 
 #define SUBSYS "limiter"
 

@@ -48,6 +48,7 @@
 
 #include "core/fork.h"
 #include "core/log.h"
+#include "core/uuid.h"
 #include "identity/identity.h"
 #include "limiter/board.h"
 #include "limiter/internal.h"
@@ -66,7 +67,6 @@
 #define CS_WATCH_SMOOTH 0.25             /* per-tick step towards a new scale */
 #define CS_WATCH_CAP_REREAD_NS 10000000000ll /* power cap re-read every 10 s */
 
-void cs__format_uuid(const unsigned char b[16], char out[41]);
 
 static pthread_mutex_t watch_mu = PTHREAD_MUTEX_INITIALIZER;
 static bool watch_started;
@@ -126,7 +126,7 @@ static bool nvml_device(int d)
     if (!W.nvml_ok || !cs_rt.dev[d].known || !cs_drv.nvmlDeviceGetHandleByUUID)
         return false;
     char s[41];
-    cs__format_uuid((const unsigned char *)cs_rt.dev[d].uuid.bytes, s);
+    cs__format_uuid((const uint8_t *)cs_rt.dev[d].uuid.bytes, s);
     if (cs_drv.nvmlDeviceGetHandleByUUID(s, &W.nvml[d]) != NVML_SUCCESS)
         return false;
     W.nvml_known[d] = true;
@@ -572,17 +572,17 @@ static void *watcher(void *arg)
                 "contended (fail closed)");
     W.board = cs__board_open(cs_rt.cfg.board_path[0] ? cs_rt.cfg.board_path : NULL);
     W.tenant_id = tenant_id();
-    int64_t next = cs__lim_now();
+    int64_t next = cs__now_ns();
     for (;;) {
         pthread_mutex_lock(&run_mu);
         if (stopping) {
             pthread_mutex_unlock(&run_mu);
             return NULL;
         }
-        tick(cs__lim_now());
+        tick(cs__now_ns());
         pthread_mutex_unlock(&run_mu);
         next += CS_LIM_TICK_NS;
-        int64_t now = cs__lim_now();
+        int64_t now = cs__now_ns();
         if (next < now)
             next = now;
         cs__lim_sleep(next - now);

@@ -215,8 +215,6 @@ static void collect_pool(uint64_t key, struct cs_tracked *t, void *ctx)
     }
 }
 
-void cs__graph_settle(void);
-
 void cs__pools_settle(void)
 {
     struct stale s = {.n = 0};
