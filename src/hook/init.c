@@ -21,8 +21,6 @@
 #include "core/userdir.h"
 #include "cushare/phases.h"
 #include "hook/runtime.h"
-#include "limiter/limiter.h"
-#include "mem/admit.h"
 
 struct cs_runtime cs_rt;
 
@@ -124,8 +122,7 @@ static void on_fork_child(void)
         init_state = 2; /* "re-initialise after fork" */
     phases = (struct cushare_phases){.version = CUSHARE_PHASES_VERSION};
     cs__ledger_atfork_child();
-    cs__mem_atfork_child();
-    cs__lim_atfork_child();
+    cs__fork_child_run();
 }
 
 static pthread_once_t fork_once = PTHREAD_ONCE_INIT;

@@ -102,6 +102,7 @@ void cs__lim_atfork_child(void)
     __atomic_store_n(&arm_decided, 0, __ATOMIC_RELEASE);
     __atomic_store_n(&cs__lim_armed, 1, __ATOMIC_RELEASE);
 }
+CS_FORK_CHILD_RESET(cs__lim_atfork_child, CS_FORK_LIMITER)
 
 static void reset_all(void)
 {

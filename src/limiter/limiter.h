@@ -50,8 +50,8 @@ extern int cs__lim_armed;
 
 /* Fork child: resets every piece of the limiter's per-process state
  * (devices, streams, contexts, the watcher, tenant sums, captures, suspend,
- * counters, their locks) so the child arms afresh. Called by the one fork
- * handler (hook/init.c), in the child, with one thread. */
+ * counters, their locks) so the child arms afresh. Registered with the
+ * one fork handler (core/fork.h); runs in the child, one thread. */
 void cs__lim_atfork_child(void);
 
 /* One path per launch wrapper: the KERNEL, GRAPHRUN and MEMSET rows of

@@ -17,6 +17,7 @@
  */
 #include <errno.h>
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -27,22 +28,14 @@
 #define SUBSYS "identity"
 #define PROBE_BYTES (2ull << 20)
 #define PROBE_TRIES 3
-#define MAX_PROCS 256
-
 struct snapshot {
-    nvmlProcessInfo_t p[MAX_PROCS];
+    nvmlProcessInfo_t *p; /* malloc'ed by cs__nvml_processes, or NULL */
     unsigned n;
 };
 
 static int snap(nvmlDevice_t d, struct snapshot *s)
 {
-    s->n = MAX_PROCS;
-    nvmlReturn_t r = cs_drv.nvmlDeviceGetComputeRunningProcesses_v3(d, &s->n, s->p);
-    if (r != NVML_SUCCESS)
-        return -EIO;
-    if (s->n > MAX_PROCS)
-        s->n = MAX_PROCS;
-    return 0;
+    return cs__nvml_processes(d, &s->p, &s->n) ? -EIO : 0;
 }
 
 static unsigned long long used_by(const struct snapshot *s, unsigned pid)
@@ -71,7 +64,7 @@ static int unique_grower(const struct snapshot *before, const struct snapshot *a
 /* One experiment on device `dev` with our primary context current. */
 static int experiment(int dev, nvmlDevice_t nd, pid_t *out)
 {
-    struct snapshot before, after;
+    struct snapshot before = {0}, after = {0};
     CUdeviceptr p;
     int rc = cs__ledger_reserve(&cs_rt.ledger, dev, CS_MEM_DATA, PROBE_BYTES);
     if (rc)
@@ -86,6 +79,8 @@ static int experiment(int dev, nvmlDevice_t nd, pid_t *out)
         rc = -ENOMEM;
     }
     cs__ledger_release(&cs_rt.ledger, dev, CS_MEM_DATA, PROBE_BYTES);
+    free(before.p);
+    free(after.p);
     return rc;
 }
 

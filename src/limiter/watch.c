@@ -142,13 +142,16 @@ static int nvml_sees_self(void *ctx)
     for (int d = 0; d < CS_MAX_DEVICES; d++) {
         if (!nvml_device(d))
             continue;
-        nvmlProcessInfo_t infos[256];
-        unsigned n = 256;
-        if (cs_drv.nvmlDeviceGetComputeRunningProcesses_v3(W.nvml[d], &n, infos) != NVML_SUCCESS)
+        nvmlProcessInfo_t *infos;
+        unsigned n;
+        if (cs__nvml_processes(W.nvml[d], &infos, &n))
             continue;
-        for (unsigned i = 0; i < n && i < 256; i++)
-            if (infos[i].pid == me)
-                return 1;
+        bool seen = false;
+        for (unsigned i = 0; i < n && !seen; i++)
+            seen = infos[i].pid == me;
+        free(infos);
+        if (seen)
+            return 1;
     }
     return 0;
 }
@@ -222,23 +225,21 @@ static int foreign_pct(int d, int util, int our_pct)
         return -1;
     int foreign = util - our_pct;
     if (cs_drv.nvmlDeviceGetProcessUtilization) {
-        unsigned pids[256];
-        int npids = cs__tenant_pids(pids, 256);
-        static nvmlProcessUtilizationSample_t smp[256];
-        unsigned n = 256;
-        nvmlReturn_t r = cs_drv.nvmlDeviceGetProcessUtilization(W.nvml[d], smp, &n,
-                                                                W.last_sample_us[d]);
-        if (r == NVML_SUCCESS) {
+        static unsigned pids[CS_LEDGER_SLOTS];
+        int npids = cs__tenant_pids(pids, CS_LEDGER_SLOTS);
+        nvmlProcessUtilizationSample_t *smp;
+        unsigned n;
+        if (cs__nvml_process_samples(W.nvml[d], W.last_sample_us[d], &smp, &n) == 0) {
             int sum = 0;
             unsigned long long newest = W.last_sample_us[d];
             /* Latest sample per foreign pid. */
-            for (unsigned i = 0; i < n && i < 256; i++) {
+            for (unsigned i = 0; i < n; i++) {
                 if (smp[i].timeStamp > newest)
                     newest = smp[i].timeStamp;
                 if (is_ours(smp[i].pid, pids, npids))
                     continue;
                 bool later = false;
-                for (unsigned j = 0; j < n && j < 256; j++)
+                for (unsigned j = 0; j < n; j++)
                     if (j != i && smp[j].pid == smp[i].pid && smp[j].timeStamp > smp[i].timeStamp)
                         later = true;
                 if (!later)
@@ -247,6 +248,7 @@ static int foreign_pct(int d, int util, int our_pct)
             W.last_sample_us[d] = newest;
             if (sum > foreign)
                 foreign = sum;
+            free(smp);
         }
     }
     return foreign < 0 ? 0 : foreign;

@@ -46,6 +46,12 @@ CUresult cs__adjust(int dev, enum cs_mem_category cat, uint64_t have, uint64_t w
  * gives back what the driver has released since (pool.c). */
 void cs__pools_settle(void);
 
+/* The slice view of device `dev` given the physical figures (views.c):
+ * total = min(limit, physical), free = min(physical free, total - used)
+ * (0 when used >= total); the physical figures when `dev` has no budget. */
+void cs__slice_view(int dev, uint64_t phys_total, uint64_t phys_free, uint64_t *total,
+                    uint64_t *free_out);
+
 /* After a graph launch: settles the graph memory charges of the current
  * device (graph.c). */
 void cs__graph_after_launch(void);
@@ -59,8 +65,8 @@ void cs__graph_atfork_child(void);
 void cs__pools_atfork_child(void);
 
 /* Fork child: resets every piece of src/mem's per-process state (contexts,
- * allocation records, pool and graph charges, their locks). Called by the
- * one fork handler (hook/init.c), in the child, with one thread. */
+ * allocation records, pool and graph charges, their locks). Registered
+ * with the one fork handler (core/fork.h); runs in the child, one thread. */
 void cs__mem_atfork_child(void);
 
 #endif

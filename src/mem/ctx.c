@@ -83,7 +83,7 @@ static uint64_t last_cost[CS_MAX_DEVICES][2];
  * memory of the parent's, so it must not give back the parent's charges
  * when it destroys a context whose handle happens to equal a parent's.
  * last_cost stays: it is what a context costs on the device, for anyone.
- * Called by init.c's fork handler, with every other module's reset. */
+ * Registered with the one fork handler (core/fork.h). */
 void cs__mem_atfork_child(void)
 {
     cs__mutex_reset(&ctx_mu);
@@ -92,6 +92,7 @@ void cs__mem_atfork_child(void)
     cs__pools_atfork_child();
     cs__graph_atfork_child();
 }
+CS_FORK_CHILD_RESET(cs__mem_atfork_child, CS_FORK_MEM)
 
 static void lock_contexts(void)
 {
