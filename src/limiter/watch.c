@@ -34,8 +34,9 @@
  *             decision fails closed: engaged.
  *
  * Identity (which NVML pid is ours) is resolved here, once, lazily: tier 0
- * when NVML lists our own getpid(), else broker / procfs as configured
- * (src/identity). The legacy probe is not run by the limiter.
+ * when NVML lists our own getpid(), else broker / procfs as configured,
+ * else the legacy allocation probe (probe.c) when NVML works
+ * (src/identity).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -295,10 +296,8 @@ static uint32_t share_over(int d, int ticks)
 }
 
 /* The tenant's share of device d over the last second counted in work
- * (contention-free launch time): its GPU time share, scaled by how much of
- * this process's charged time was work. This is what fulfilment compares:
- * on an H200 a 75 % tenant next to a 25 % one is charged ~73 % of GPU time
- * but does 69 % of its unlimited work. */
+ * (contention-free launch time), what fulfilment compares
+ * (docs/limiter.md, "Fulfilment"). */
 static uint32_t work_share(int d)
 {
     uint32_t ppm = share_over(d, CS_WATCH_WINDOW);
@@ -357,19 +356,9 @@ static uint64_t tenant_id(void)
 
 /* ---- the share the law charges at --------------------------------------- */
 
-/* Clock boost. A power-capped GPU that is busy only part of the time runs
- * its kernels at a higher clock than under full load, so a tenant held to
- * L of GPU time does more than L of the work it does unlimited (an H200
- * matmul: 59 % at 50). The limit means a share of the full-load work, so
- * each nanosecond is charged as the longer time it would take at full
- * load. From NVML's board power P (a 1 s average), the device's busy
- * fraction D and the enforced cap: the dynamic power while busy is
- * (P - idle) / D; at full load the clock drops until it fits under the
- * cap, and dynamic power goes with the square of the clock (measured on
- * the H200: 1575 MHz at 700 W, 1785 at 682 W and 75 % busy), so kernels
- * take sqrt(((P - idle) / D) / (cap - idle)) times longer, or the same
- * when that is below 1. Memory-bound kernels draw less than the cap even
- * at full load: no correction. */
+/* Clock boost: each busy nanosecond charged as the longer time it would
+ * take at full load under the power cap, sqrt(((P - idle) / D) /
+ * (cap - idle)), 1 when below 1 (docs/limiter.md, "Clock boost"). */
 static void update_boost(int d, int util, uint32_t own_ppm, int64_t now)
 {
     __typeof__(W.dev[0]) *w = &W.dev[d];
@@ -404,25 +393,10 @@ static void update_boost(int d, int util, uint32_t own_ppm, int64_t now)
     w->boost += (target - w->boost) * CS_WATCH_SMOOTH;
 }
 
-/* Fulfilment. Two GPU-bound tenants at 25 % and 75 % do not get 1:3 by
- * pacing the first alone: the GPU time-slices the contexts and switching
- * costs time, so the unpaced 75 % tenant gets what is left (64 % on an
- * H200) while the 25 % one gets all of its share. When a tenant of higher
- * or equal priority posts that it is starved, we scale our share to its
- * fulfilment (its share / its limit): both end at the same fraction of
- * their limits, in their limits' proportion. Freeing x of the GPU gives
- * the starved tenant about x, which moves our target by about
- * x * (our limit / its limit): the step is scaled down by that ratio when
- * it exceeds 1, so the loop's gain stays below one and it converges
- * without oscillating.
- *
- * A starved claim is its writer's word. We yield only while what we
- * measure ourselves agrees that somebody can be starved: the device is
- * saturated (`saturated`, from our own NVML samples). A liar without GPU
- * work of its own cannot make a partly idle device look saturated, and
- * whatever it claims, we never go below the floor, which honest tenants
- * oversubscribing the device can reach too (docs/limiter.md, "What a
- * board entry can do to others"). */
+/* Fulfilment: scale our share to the fulfilment of a starved tenant of
+ * higher or equal priority, only while our own samples say the device is
+ * saturated, never below the floor; the step shrinks by its limit / ours
+ * so the loop converges (docs/limiter.md, "Fulfilment"). */
 static void update_fulfil(int d, const struct cs_board_view *v, bool saturated)
 {
     __typeof__(W.dev[0]) *w = &W.dev[d];
