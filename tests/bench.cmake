@@ -5,7 +5,7 @@
 
 cs_add_test(bench_init_percentiles
   SOURCES bench/test_percentiles.c ${CMAKE_SOURCE_DIR}/src/cli/bench_init.c
-          ${CMAKE_SOURCE_DIR}/src/cli/util.c
+          ${CMAKE_SOURCE_DIR}/src/cli/util.c ${CMAKE_SOURCE_DIR}/src/cli/spawn.c
           $<TARGET_OBJECTS:cs_common>
   LABELS unit sanitize)
 

@@ -420,9 +420,8 @@ static const char *const tier_names[] = {
  * temporaries), under the per-user directory `cushare run` uses. */
 static int make_run_dir(char *out, size_t len)
 {
-    const char *base = getenv("XDG_RUNTIME_DIR");
     char dir[PATH_MAX];
-    if (cs__user_dir("bench init", base && *base ? base : "/tmp", dir, sizeof dir))
+    if (cs_cli_user_dir("bench init", dir, sizeof dir))
         return -1;
     if (snprintf(out, len, "%s/bench-XXXXXX", dir) >= (int)len) {
         fprintf(stderr, "cushare: bench init: %s: path too long\n", dir);
@@ -446,42 +445,6 @@ static void remove_run_dir(const char *dir)
         closedir(d);
     }
     rmdir(dir);
-}
-
-static bool is_cushare_lib(const char *entry, size_t len, const char *lib)
-{
-    if (len == strlen(lib) && !memcmp(entry, lib, len))
-        return true;
-    static const char base[] = "libcushare.so";
-    size_t bl = sizeof base - 1;
-    return len >= bl && !memcmp(entry + len - bl, base, bl) &&
-           (len == bl || entry[len - bl - 1] == '/');
-}
-
-/* The inherited LD_PRELOAD without libcushare.so (malloc'd, maybe ""). */
-static char *preload_without_cushare(const char *lib)
-{
-    const char *old = getenv("LD_PRELOAD");
-    if (!old)
-        old = "";
-    char *out = malloc(strlen(old) + 1);
-    if (!out)
-        return NULL;
-    size_t o = 0;
-    for (const char *p = old; *p;) {
-        size_t len = strcspn(p, ": ");
-        if (len && !is_cushare_lib(p, len, lib)) {
-            if (o)
-                out[o++] = ':';
-            memcpy(out + o, p, len);
-            o += len;
-        }
-        p += len;
-        if (*p)
-            p++;
-    }
-    out[o] = '\0';
-    return out;
 }
 
 static bool has_name(const char *entry, const char *name)
@@ -524,10 +487,10 @@ static char **build_env(const struct bench *b, enum bench_mode mode, const char 
     while (environ[n])
         n++;
     char **env = calloc(n + 4, sizeof *env);
-    char *rest = preload_without_cushare(b->lib);
-    if (!env || !rest) {
+    char *preload = cs_cli_preload(getenv("LD_PRELOAD"), b->lib, mode == MODE_CUSHARE);
+    if (!env || !preload) {
         free(env);
-        free(rest);
+        free(preload);
         return NULL;
     }
     size_t k = 0;
@@ -541,19 +504,34 @@ static char **build_env(const struct bench *b, enum bench_mode mode, const char 
     *first_own = k;
     int bad = 0;
     if (mode == MODE_CUSHARE) {
-        bad |= add_var(env, &k, "LD_PRELOAD=%s%s%s", b->lib, *rest ? ":" : "", rest);
+        bad |= add_var(env, &k, "LD_PRELOAD=%s", preload);
         bad |= add_var(env, &k, "CUDA_DEVICE_MEMORY_SHARED_CACHE=%s", ledger);
         if (b->o.mem)
             bad |= add_var(env, &k, "CUDA_DEVICE_MEMORY_LIMIT=%s", b->o.mem);
-    } else if (*rest) {
-        bad |= add_var(env, &k, "LD_PRELOAD=%s", rest);
+    } else if (*preload) {
+        bad |= add_var(env, &k, "LD_PRELOAD=%s", preload);
     }
-    free(rest);
+    free(preload);
     if (bad) {
         free_env(env, *first_own);
         return NULL;
     }
     return env;
+}
+
+struct worker_setup {
+    const sigset_t *mask;
+    int memfd, pipefd;
+};
+
+/* In a worker, before exec: our signal mask back, and the two descriptors
+ * its command line names kept open across exec. */
+static void setup_worker(void *arg)
+{
+    const struct worker_setup *w = arg;
+    sigprocmask(SIG_SETMASK, w->mask, NULL);
+    fcntl(w->memfd, F_SETFD, 0);
+    fcntl(w->pipefd, F_SETFD, 0);
 }
 
 static void reap(struct proc *p, size_t n, size_t *live, int flags)
@@ -705,18 +683,14 @@ static int run_once(struct bench *b, int run, enum bench_mode mode, struct run_r
     uint64_t deadline = now_ns() + (uint64_t)b->o.timeout_s * 1000000000ull;
     size_t live = 0;
     int spawn_errno = 0;
+    struct worker_setup setup = {.mask = &old_mask, .memfd = memfd, .pipefd = pfd[0]};
     for (size_t i = 0; i < n; i++) {
-        pid_t pid = fork();
-        if (pid == 0) {
-            sigprocmask(SIG_SETMASK, &old_mask, NULL);
-            fcntl(memfd, F_SETFD, 0);
-            fcntl(pfd[0], F_SETFD, 0);
-            char idx[24];
-            snprintf(idx, sizeof idx, "%zu", i);
-            char *av[] = {b->self, "bench", "__worker", memfd_s, pipe_s, idx, NULL};
-            execve(b->self, av, env);
-            _exit(127);
-        }
+        char idx[24];
+        snprintf(idx, sizeof idx, "%zu", i);
+        char *av[] = {b->self, "bench", "__worker", memfd_s, pipe_s, idx, NULL};
+        struct cs_cli_spawn s = {
+            .argv = av, .envp = env, .quiet = true, .in_child = setup_worker, .arg = &setup};
+        pid_t pid = cs_cli_spawn("bench init", &s);
         if (pid < 0) {
             spawn_errno = errno;
             procs[i].spawn_failed = true;
