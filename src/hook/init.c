@@ -22,7 +22,29 @@
 #include "cushare/phases.h"
 #include "hook/runtime.h"
 
-struct cs_runtime cs_rt;
+/* The state runtime.h describes: written under init_mutex by first_init,
+ * reinit_after_fork and cs__init_devices, and by on_fork_child. */
+static struct {
+    struct cs_config cfg;
+    struct cs_ledger ledger;
+    int device_count;
+    struct cs_device_info dev[CS_MAX_DEVICES];
+} cs_rt;
+
+const struct cs_config *cs__config(void)
+{
+    return &cs_rt.cfg;
+}
+
+struct cs_ledger *cs__ledger(void)
+{
+    return &cs_rt.ledger;
+}
+
+const struct cs_device_info *cs__device_info(int d)
+{
+    return &cs_rt.dev[d];
+}
 
 /* Written by the thread that performs each phase; read by the benchmark
  * after start-up. Plain stores of aligned 64-bit values. */

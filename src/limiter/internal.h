@@ -125,7 +125,7 @@ int cs__tenant_pids(unsigned *out, int cap);
  * through the ledger header (dev[d].pace_vt_ns, docs/ledger.md). */
 static inline int64_t *cs__lim_clock(int d)
 {
-    return &cs_rt.ledger.hdr->dev[d].pace_vt_ns;
+    return cs__ledger_pace_clock(cs__ledger(), d);
 }
 
 /* Our slot, or NULL before the ledger is ready. */

@@ -60,7 +60,7 @@ void cs__lim_sleep(int64_t ns)
 
 struct cs_ledger_slot *cs__lim_my_slot(void)
 {
-    return cs__ledger_my_slot(&cs_rt.ledger);
+    return cs__ledger_my_slot(cs__ledger());
 }
 
 CS_EXPORT void cushare_limiter_stats(struct cushare_limiter_stats *out)
@@ -134,7 +134,7 @@ static void arm(void)
         reset_all();
         cs__suspend_install_signals();
     }
-    const struct cs_ledger_header *h = cs_rt.ledger.hdr;
+    const struct cs_ledger_header *h = cs__ledger()->hdr;
     bool any = false;
     uint32_t policy = h ? __atomic_load_n(&h->policy, __ATOMIC_RELAXED) : CS_POLICY_DISABLE;
     for (int d = 0; d < CS_MAX_DEVICES; d++) {
@@ -492,8 +492,8 @@ static bool law_follow(struct cs_lim_dev *D, int dev, int64_t now)
     bool engaged = __atomic_load_n(&D->engaged, __ATOMIC_RELAXED);
     if (engaged && !D->law_running) {
         cs__law_start(&D->law, cs__lim_clock(dev), D->pct, now);
-        if (cs_rt.cfg.sm_burst_us)
-            cs__law_set_ahead(&D->law, (int64_t)cs_rt.cfg.sm_burst_us * 1000);
+        if (cs__config()->sm_burst_us)
+            cs__law_set_ahead(&D->law, (int64_t)cs__config()->sm_burst_us * 1000);
         D->law_running = 1;
     } else if (!engaged) {
         D->law_running = 0;

@@ -66,7 +66,7 @@ static int experiment(int dev, nvmlDevice_t nd, pid_t *out)
 {
     struct snapshot before = {0}, after = {0};
     CUdeviceptr p;
-    int rc = cs__ledger_reserve(&cs_rt.ledger, dev, CS_MEM_DATA, PROBE_BYTES);
+    int rc = cs__ledger_reserve(cs__ledger(), dev, CS_MEM_DATA, PROBE_BYTES);
     if (rc)
         return rc;
     rc = snap(nd, &before);
@@ -78,7 +78,7 @@ static int experiment(int dev, nvmlDevice_t nd, pid_t *out)
     } else if (!rc) {
         rc = -ENOMEM;
     }
-    cs__ledger_release(&cs_rt.ledger, dev, CS_MEM_DATA, PROBE_BYTES);
+    cs__ledger_release(cs__ledger(), dev, CS_MEM_DATA, PROBE_BYTES);
     free(before.p);
     free(after.p);
     return rc;
@@ -90,7 +90,7 @@ int cs__identity_probe(int dev, nvmlDevice_t nd, pid_t *host_pid, uint32_t *wait
         !cs_drv.nvmlDeviceGetComputeRunningProcesses_v3)
         return -ENOSYS;
     struct cs_postinit_lock lock;
-    int rc = cs__postinit_lock_init(&lock, cs_rt.ledger.fd, CS_POSTINIT_LOCK_OFFSET,
+    int rc = cs__postinit_lock_init(&lock, cs__ledger()->fd, CS_POSTINIT_LOCK_OFFSET,
                                     CS_POSTINIT_WAIT_AUTO);
     if (rc)
         return rc;

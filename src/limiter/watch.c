@@ -124,10 +124,10 @@ static bool nvml_device(int d)
 {
     if (W.nvml_known[d])
         return true;
-    if (!W.nvml_ok || !cs_rt.dev[d].known || !cs_drv.nvmlDeviceGetHandleByUUID)
+    if (!W.nvml_ok || !cs__device_info(d)->known || !cs_drv.nvmlDeviceGetHandleByUUID)
         return false;
     char s[41];
-    cs__format_uuid((const uint8_t *)cs_rt.dev[d].uuid.bytes, s);
+    cs__format_uuid((const uint8_t *)cs__device_info(d)->uuid.bytes, s);
     if (cs_drv.nvmlDeviceGetHandleByUUID(s, &W.nvml[d]) != NVML_SUCCESS)
         return false;
     W.nvml_known[d] = true;
@@ -183,15 +183,15 @@ static void resolve_identity(void)
     if (nvml_sees_self(NULL) != 1 && ++W.identity_attempts < 10)
         return;
     struct cs_identity_config cfg = {
-        .broker = cs_rt.cfg.hostpid_broker,
-        .procfs_root = cs_rt.cfg.host_procfs[0] ? cs_rt.cfg.host_procfs : NULL,
+        .broker = cs__config()->hostpid_broker,
+        .procfs_root = cs__config()->host_procfs[0] ? cs__config()->host_procfs : NULL,
         .nvml_sees_self = nvml_sees_self,
         .probe = W.nvml_ok ? probe_cb : NULL,
     };
     struct cs_identity_result res;
     int rc = cs__identity_resolve(&cfg, &res);
     W.identity_done = true;
-    cs__ledger_set_identity(&cs_rt.ledger, rc ? 0 : (int32_t)res.host_pid, (uint32_t)res.tier,
+    cs__ledger_set_identity(cs__ledger(), rc ? 0 : (int32_t)res.host_pid, (uint32_t)res.tier,
                             (uint32_t)(res.reason < 0 ? -res.reason : 0));
     __atomic_store_n(&s->lock_waits, probe_waits, __ATOMIC_RELAXED);
     cs__phase_identity((uint32_t)res.tier, probe_waits);
@@ -343,8 +343,8 @@ static void record_totals(int64_t now)
 static uint64_t tenant_id(void)
 {
     struct stat st;
-    const struct cs_ledger_header *h = cs_rt.ledger.hdr;
-    if (cs_rt.ledger.fd < 0 || fstat(cs_rt.ledger.fd, &st) || !h)
+    const struct cs_ledger_header *h = cs__ledger()->hdr;
+    if (cs__ledger()->fd < 0 || fstat(cs__ledger()->fd, &st) || !h)
         return 0;
     uint64_t x = (uint64_t)st.st_dev * 0x9e3779b97f4a7c15ull ^ (uint64_t)st.st_ino;
     x ^= h->created_ns + 0x632be59bd9b4e019ull + (x << 6) + (x >> 2);
@@ -364,7 +364,7 @@ static void update_boost(int d, int util, uint32_t own_ppm, int64_t now)
     __typeof__(W.dev[0]) *w = &W.dev[d];
     if (!w->boost)
         w->boost = 1;
-    if (cs_rt.cfg.sm_share_time || !nvml_device(d) || !cs_drv.nvmlDeviceGetPowerUsage ||
+    if (cs__config()->sm_share_time || !nvml_device(d) || !cs_drv.nvmlDeviceGetPowerUsage ||
         !cs_drv.nvmlDeviceGetEnforcedPowerLimit) {
         w->boost = 1;
         return;
@@ -402,7 +402,7 @@ static void update_fulfil(int d, const struct cs_board_view *v, bool saturated)
     __typeof__(W.dev[0]) *w = &W.dev[d];
     if (!w->fulfil)
         w->fulfil = 1;
-    double target = cs_rt.cfg.sm_share_time || !saturated ? 1 : v->starved_fulfil_ppm / 1e6;
+    double target = cs__config()->sm_share_time || !saturated ? 1 : v->starved_fulfil_ppm / 1e6;
     target = fmax(CS_WATCH_FULFIL_FLOOR, fmin(1, target));
     double step = CS_WATCH_SMOOTH;
     uint32_t ours = cs__lim_devs[d].pct;
@@ -464,7 +464,7 @@ static void apply_share(int d)
 
 static void tick(int64_t now)
 {
-    const struct cs_ledger_header *h = cs_rt.ledger.hdr;
+    const struct cs_ledger_header *h = cs__ledger()->hdr;
     uint32_t policy = __atomic_load_n(&h->policy, __ATOMIC_RELAXED);
     int32_t prio = __atomic_load_n(&h->priority, __ATOMIC_RELAXED);
 
@@ -485,8 +485,8 @@ static void tick(int64_t now)
     struct cs_board_view views[CS_MAX_DEVICES];
     for (int d = 0; d < CS_MAX_DEVICES; d++) {
         views[d] = (struct cs_board_view){.starved_fulfil_ppm = 1000000};
-        if (cs__lim_devs[d].pct && cs_rt.dev[d].known && W.board)
-            cs__board_view(W.board, W.tenant_id, (const uint8_t *)cs_rt.dev[d].uuid.bytes, prio,
+        if (cs__lim_devs[d].pct && cs__device_info(d)->known && W.board)
+            cs__board_view(W.board, W.tenant_id, (const uint8_t *)cs__device_info(d)->uuid.bytes, prio,
                            now, &views[d]);
     }
     for (int d = 0; d < CS_MAX_DEVICES; d++) {
@@ -494,7 +494,7 @@ static void tick(int64_t now)
         if (!D->pct)
             continue;
         uint32_t ppm = work_share(d);
-        bool known = cs_rt.dev[d].known;
+        bool known = cs__device_info(d)->known;
         int util_now = known ? device_util(d) : -1;
         W.util[ring_at(0)][d] = (int8_t)util_now;
         int util = util_mean(d); /* over the second board power averages */
@@ -505,7 +505,7 @@ static void tick(int64_t now)
                                       .policy = policy, .sm_limit = D->pct,
                                       .share_ppm = ppm, .busy = ppm >= CS_BOARD_BUSY_PPM,
                                       .starved = starved(d, ppm, saturated)};
-            memcpy(p.uuid, cs_rt.dev[d].uuid.bytes, 16);
+            memcpy(p.uuid, cs__device_info(d)->uuid.bytes, 16);
             cs__board_post(W.board, &p, now);
         }
         if (known) {
@@ -546,7 +546,7 @@ static void *watcher(void *arg)
     else
         cs_info(SUBSYS, "NVML unavailable: policy default treats every limited device as "
                 "contended (fail closed)");
-    W.board = cs__board_open(cs_rt.cfg.board_path[0] ? cs_rt.cfg.board_path : NULL);
+    W.board = cs__board_open(cs__config()->board_path[0] ? cs__config()->board_path : NULL);
     W.tenant_id = tenant_id();
     int64_t next = cs__now_ns();
     for (;;) {

@@ -9,10 +9,10 @@ CUresult cs__admit(int dev, enum cs_mem_category cat, uint64_t bytes)
 {
     if (dev < 0)
         return CUDA_SUCCESS; /* no context: the driver will refuse the call */
-    int rc = cs__ledger_reserve(&cs_rt.ledger, dev, cat, bytes);
+    int rc = cs__ledger_reserve(cs__ledger(), dev, cat, bytes);
     if (rc == -ENOMEM) {
         cs__pools_settle();
-        rc = cs__ledger_reserve(&cs_rt.ledger, dev, cat, bytes);
+        rc = cs__ledger_reserve(cs__ledger(), dev, cat, bytes);
     }
     if (rc == 0)
         return CUDA_SUCCESS;
@@ -21,7 +21,7 @@ CUresult cs__admit(int dev, enum cs_mem_category cat, uint64_t bytes)
     if (rc == -ENOMEM) {
         cs_info("mem", "device %d: %llu bytes refused: %llu of %llu in use", dev,
                 (unsigned long long)bytes,
-                (unsigned long long)cs__ledger_used(&cs_rt.ledger, dev),
+                (unsigned long long)cs__ledger_used(cs__ledger(), dev),
                 (unsigned long long)cs__device_limit(dev));
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
@@ -33,7 +33,7 @@ CUresult cs__admit(int dev, enum cs_mem_category cat, uint64_t bytes)
 void cs__give_back(int dev, enum cs_mem_category cat, uint64_t bytes)
 {
     if (dev >= 0 && bytes)
-        cs__ledger_release(&cs_rt.ledger, dev, cat, bytes);
+        cs__ledger_release(cs__ledger(), dev, cat, bytes);
 }
 
 int cs__commit(enum cs_track_kind kind, uint64_t key, int dev, enum cs_mem_category cat,

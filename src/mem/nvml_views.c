@@ -19,7 +19,7 @@
 
 static int by_ledger_uuid(const char *uuid)
 {
-    const struct cs_ledger_header *h = cs_rt.ledger.hdr;
+    const struct cs_ledger_header *h = cs__ledger()->hdr;
     for (int d = 0; d < CS_MAX_DEVICES; d++) {
         if (__atomic_load_n(&h->uuid_state[d], __ATOMIC_ACQUIRE) != 2)
             continue;
