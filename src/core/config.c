@@ -115,7 +115,7 @@ struct opt {
 };
 
 enum opt_id {
-    O_MEM, O_SM, O_CACHE, O_POLICY, O_PRIORITY, O_BROKER, O_PROCFS, O_BOARD, O_HAMI_SIGNALS,
+    O_MEM, O_SM, O_CACHE, O_POLICY, O_PRIORITY, O_BROKER, O_PROCFS, O_BOARD, O_REGISTRY, O_HAMI_SIGNALS,
     O_SM_BURST, O_SM_SHARE, O_LOG_LEVEL, O_LEDGER_TRUST, O_COUNT
 };
 
@@ -134,6 +134,8 @@ static const struct opt options[O_COUNT] = {
                   "use the absolute path of a procfs mounted from the host PID namespace"},
     [O_BOARD] = {"CUSHARE_BOARD", OPT_PATH, false,
                  "use an absolute path for the node's board of limited tenants"},
+    [O_REGISTRY] = {"CUSHARE_REGISTRY", OPT_PATH, false,
+                    "use an absolute path DIR/BASE for the node's registry of ledgers"},
     [O_HAMI_SIGNALS] = {"CUSHARE_HAMI_SIGNALS", OPT_BOOL, false,
                         "use 1 to let SIGUSR2/SIGUSR1 suspend/resume (HAMi) or 0"},
     [O_SM_BURST] = {"CUSHARE_SM_BURST_US", OPT_INT, false,
@@ -197,8 +199,12 @@ static int parse_one(struct cs_config *c, enum opt_id id, int dev, const char *v
         return 0;
     case O_CACHE:
     case O_PROCFS:
-    case O_BOARD: {
-        char *dst = id == O_CACHE ? c->ledger_path : id == O_PROCFS ? c->host_procfs : c->board_path;
+    case O_BOARD:
+    case O_REGISTRY: {
+        char *dst = id == O_CACHE    ? c->ledger_path
+                    : id == O_PROCFS ? c->host_procfs
+                    : id == O_BOARD  ? c->board_path
+                                     : c->registry_path;
         if (v[0] != '/' || strlen(v) >= sizeof c->ledger_path)
             return bad_value(var, v, o->fix);
         strcpy(dst, v);

@@ -31,6 +31,7 @@ struct cs_config {
     bool hostpid_broker;                    /* LIBVGPU_HOSTPID_BROKER */
     char host_procfs[4096];                 /* LIBVGPU_HOST_PROCFS */
     char board_path[4096];                  /* CUSHARE_BOARD: node board of limited tenants */
+    char registry_path[4096];               /* CUSHARE_REGISTRY: node registry of ledgers */
     bool hami_signals;                      /* CUSHARE_HAMI_SIGNALS: SIGUSR2/1 suspend/resume */
     uint32_t sm_burst_us;                   /* CUSHARE_SM_BURST_US: pacing burst, 0 = default */
     bool sm_share_time;                     /* CUSHARE_SM_SHARE=time: no throughput corrections */

@@ -21,6 +21,7 @@
 #include "core/userdir.h"
 #include "cushare/phases.h"
 #include "hook/runtime.h"
+#include "node/node.h"
 
 /* The state runtime.h describes: written under init_mutex by first_init,
  * reinit_after_fork and cs__init_devices, and by on_fork_child. */
@@ -221,6 +222,9 @@ static int open_ledger(void)
     if (rc)
         return rc;
     rc = cs__ledger_claim(&cs_rt.ledger);
+    if (!rc)
+        cs__node_register(cs_rt.cfg.registry_path, cs_rt.ledger.path, cs_rt.ledger.fd,
+                          cs_rt.ledger.hdr->created_ns);
     if (!rc && private_ledger)
         settle_private_ledger();
     return rc;

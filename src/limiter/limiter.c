@@ -515,6 +515,10 @@ static void pace_sleep(struct cs_lim_dev *D, int64_t wait)
     uint64_t slept = (uint64_t)(cs__now_ns() - t0);
     CS_LIM_STAT_ADD(sleep_ns, slept);
     __atomic_fetch_add(&D->sleep_ns, slept, __ATOMIC_RELAXED);
+    /* Published for the node view (throttled %), not read back here. */
+    struct cs_ledger_slot *s = cs__lim_my_slot();
+    if (s)
+        __atomic_fetch_add(&s->throttled_ns, slept, __ATOMIC_RELAXED);
 }
 
 /* Waits until the law lets the next launch of device `dev` go; returns
