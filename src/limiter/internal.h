@@ -25,7 +25,6 @@
 #include "core/clock.h"
 
 #include "hook/runtime.h"
-#include "limiter/capture.h"
 #include "limiter/law.h"
 #include "limiter/limiter.h"
 

@@ -14,7 +14,6 @@
 
 #include "core/fork.h"
 #include "core/log.h"
-#include "limiter/capture.h"
 #include "mem/admit.h"
 
 /* Serialises charge updates of one process's pools so a read of the
