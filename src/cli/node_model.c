@@ -40,6 +40,8 @@ struct nvml_api {
     nvmlReturn_t (*name)(nvmlDevice_t, char *, unsigned int);
     nvmlReturn_t (*mem)(nvmlDevice_t, nvmlMemory_t *);
     nvmlReturn_t (*util)(nvmlDevice_t, nvmlUtilization_t *);
+    nvmlReturn_t (*putil)(nvmlDevice_t, nvmlProcessUtilizationSample_t *, unsigned int *,
+                          unsigned long long);
 };
 static struct nvml_api nv; /* the model's thread only */
 
@@ -59,8 +61,55 @@ static bool nvml_load(void)
     nv.mem = (nvmlReturn_t(*)(nvmlDevice_t, nvmlMemory_t *))dlsym(h, "nvmlDeviceGetMemoryInfo");
     nv.util = (nvmlReturn_t(*)(nvmlDevice_t, nvmlUtilization_t *))dlsym(h,
                                                                       "nvmlDeviceGetUtilizationRates");
+    nv.putil = (nvmlReturn_t(*)(nvmlDevice_t, nvmlProcessUtilizationSample_t *, unsigned int *,
+                                unsigned long long))dlsym(h, "nvmlDeviceGetProcessUtilization");
     nv.ok = nv.init && nv.count && nv.handle && nv.uuid && nv.init() == NVML_SUCCESS;
     return nv.ok;
+}
+
+/* Adds one process's sample, averaging several samples of one pid (the
+ * driver may return one per sampling period since lastSeenTimeStamp). */
+static void putil_add(struct cs_node_gpu *g, const nvmlProcessUtilizationSample_t *s,
+                      uint32_t *nsamples)
+{
+    for (int k = 0; k < g->nputil; k++)
+        if (g->putil[k].pid == s->pid) {
+            g->putil[k].sm = (g->putil[k].sm * nsamples[k] + s->smUtil) / (nsamples[k] + 1);
+            nsamples[k]++;
+            return;
+        }
+    g->putil[g->nputil] = (struct cs_node_putil){s->pid, s->smUtil};
+    nsamples[g->nputil++] = 1;
+}
+
+/* NVML's per-process SM utilisation since the last refresh. Sized by
+ * what the driver reports: no fixed cap to overflow. */
+static void sample_process_util(struct cs_node_gpu *g, nvmlDevice_t d)
+{
+    g->nputil = 0;
+    unsigned n = 0;
+    if (!nv.putil || nv.putil(d, NULL, &n, g->putil_seen_us) != NVML_ERROR_INSUFFICIENT_SIZE)
+        return;
+    n += 8; /* processes may arrive between the two calls */
+    nvmlProcessUtilizationSample_t *buf = calloc(n, sizeof *buf);
+    uint32_t *nsamples = calloc(n, sizeof *nsamples);
+    if (buf && nsamples && (int)n > g->putil_cap) {
+        struct cs_node_putil *p = realloc(g->putil, n * sizeof *p);
+        if (p) {
+            g->putil = p;
+            g->putil_cap = (int)n;
+        }
+    }
+    if (buf && nsamples && (int)n <= g->putil_cap &&
+        nv.putil(d, buf, &n, g->putil_seen_us) == NVML_SUCCESS) {
+        for (unsigned i = 0; i < n; i++) {
+            putil_add(g, &buf[i], nsamples);
+            if (buf[i].timeStamp > g->putil_seen_us)
+                g->putil_seen_us = buf[i].timeStamp;
+        }
+    }
+    free(buf);
+    free(nsamples);
 }
 
 static void sample_gpus(struct cs_node_model *m)
@@ -74,7 +123,13 @@ static void sample_gpus(struct cs_node_model *m)
         if (nv.handle(i, &d) != NVML_SUCCESS)
             continue;
         struct cs_node_gpu *g = &m->gpu[m->ngpus];
+        struct cs_node_putil *keep = g->putil;
+        int keep_cap = g->putil_cap;
+        uint64_t seen = g->putil_seen_us;
         memset(g, 0, sizeof *g);
+        g->putil = keep;
+        g->putil_cap = keep_cap;
+        g->putil_seen_us = seen;
         g->nvml_index = (int)i;
         g->util = -1;
         if (nv.uuid(d, g->uuid, sizeof g->uuid) != NVML_SUCCESS)
@@ -89,6 +144,7 @@ static void sample_gpus(struct cs_node_model *m)
         nvmlUtilization_t u;
         if (nv.util && nv.util(d, &u) == NVML_SUCCESS)
             g->util = (int)u.gpu;
+        sample_process_util(g, d);
         m->ngpus++;
     }
 }
@@ -102,7 +158,11 @@ static int gpu_by_uuid(struct cs_node_model *m, const char *uuid, uint64_t total
     if (m->ngpus == CS_NODE_MAX_GPUS)
         return -1;
     struct cs_node_gpu *g = &m->gpu[m->ngpus];
+    struct cs_node_putil *keep = g->putil;
+    int keep_cap = g->putil_cap;
     memset(g, 0, sizeof *g);
+    g->putil = keep;
+    g->putil_cap = keep_cap;
     snprintf(g->uuid, sizeof g->uuid, "%s", uuid);
     g->nvml_index = -1;
     g->util = -1;
@@ -222,6 +282,43 @@ static uint64_t rise(uint64_t now, uint64_t before)
     return now > before ? now - before : 0;
 }
 
+/* The NVML SM utilisation (0..1) of the tenant's live processes on
+ * device d; -1 when NVML has no sample of that GPU. */
+static double nvml_busy(const struct cs_node_model *m, const struct cs_node_tenant *t, int d)
+{
+    int g = cs_node_gpu_of(m, t, d);
+    if (g < 0 || m->gpu[g].nvml_index < 0 || !nv.putil)
+        return -1;
+    const struct cs_node_gpu *gpu = &m->gpu[g];
+    unsigned sm = 0;
+    for (int k = 0; k < t->nproc; k++) {
+        const struct cs_status_process *p = &t->proc[k];
+        uint32_t pid = (uint32_t)(p->host_pid > 0 ? p->host_pid : p->pid);
+        for (int j = 0; j < gpu->nputil; j++)
+            if (gpu->putil[j].pid == pid)
+                sm += gpu->putil[j].sm;
+    }
+    return sm > 100 ? 1.0 : sm / 100.0;
+}
+
+/* A tenant without a compute limit is not timed by the limiter; its GPU
+ * time is estimated from NVML instead, so the node view still answers
+ * "who uses this GPU" for it. */
+static void add_nvml_time(const struct cs_node_model *m, struct cs_node_tenant *t, int64_t dt)
+{
+    for (int d = 0; d < CS_MAX_DEVICES; d++) {
+        t->dev[d].share_nvml = false;
+        if (t->devinfo[d].sm_limit || !t->devinfo[d].uuid[0])
+            continue;
+        double busy = nvml_busy(m, t, d);
+        if (busy < 0)
+            continue;
+        t->dev[d].share_nvml = true;
+        if (dt > 0)
+            t->cum_gpu_ns[d] += (uint64_t)(busy * (double)dt);
+    }
+}
+
 /* Folds this frame's per-process counters into the tenant's cumulative
  * ones (a process that left keeps what it added) and pushes a sample. */
 static void accumulate(struct cs_node_tenant *t, const struct cs_status_process *prev, int nprev,
@@ -308,7 +405,7 @@ static void derive(struct cs_node_model *m, struct cs_node_tenant *t, int64_t dt
                 any |= t->proc[k].bytes[d][c] || t->proc[k].gpu_ns[d];
             }
         v->shown = any || i->uuid[0] || i->used || t->cum_gpu_ns[d] || d == 0;
-        v->share_known = i->sm_limit && span > 0;
+        v->share_known = (i->sm_limit || v->share_nvml) && span > 0;
         v->share = span > 0 ? (double)rise(now->gpu_ns[d], w->gpu_ns[d]) / span : 0;
         int g = cs_node_gpu_of(m, t, d);
         bool saturated = g >= 0 && m->gpu[g].util >= SATURATED_UTIL;
@@ -339,13 +436,23 @@ static bool read_tenant(struct cs_node_model *m, struct cs_node_tenant *t, int64
         (uint64_t)st.st_size < CS_LEDGER_FILE_SIZE ||
         !cs_node_pread(t->where.fd, &h, sizeof h, 0) || !header_valid(&h))
         return false;
-    struct cs_status_process prev[64];
-    int nprev = t->nproc < 64 ? t->nproc : 64;
-    memcpy(prev, t->proc, (size_t)nprev * sizeof *prev);
-    if (!read_slots(m, t, &h))
+    /* Last frame's processes, all of them: one missing would count its
+     * whole counter again as new. */
+    int nprev = t->nproc;
+    struct cs_status_process *prev = nprev ? malloc((size_t)nprev * sizeof *prev) : NULL;
+    if (nprev && !prev)
+        return true; /* keep the last frame; try again at the next refresh */
+    if (nprev)
+        memcpy(prev, t->proc, (size_t)nprev * sizeof *prev);
+    bool ok = read_slots(m, t, &h);
+    if (ok) {
+        copy_header(t, &h);
+        add_nvml_time(m, t, dt);
+        accumulate(t, prev, nprev, m->now_ns);
+    }
+    free(prev);
+    if (!ok)
         return false;
-    copy_header(t, &h);
-    accumulate(t, prev, nprev, m->now_ns);
     for (int d = 0; d < CS_MAX_DEVICES; d++)
         if (t->devinfo[d].uuid[0])
             gpu_by_uuid(m, t->devinfo[d].uuid, t->devinfo[d].physical_total);
@@ -384,6 +491,8 @@ void cs_node_model_free(struct cs_node_model *m)
         return;
     for (int i = 0; i < m->ntenants; i++)
         tenant_free(m->tenant[i]);
+    for (int g = 0; g < CS_NODE_MAX_GPUS; g++)
+        free(m->gpu[g].putil);
     free(m->found);
     free(m->slot_buf);
     free(m);

@@ -44,6 +44,8 @@ struct cs_node_tenant_dev {
     uint64_t bytes[CS_MEM_NCATEGORIES];     /* sum over live processes */
     double share;                           /* achieved, 0..1, over the window */
     bool share_known;                       /* limiter measured (limited tenant) */
+    bool share_nvml;                        /* no limit: estimated from NVML's
+                                               per-process SM utilisation */
     bool starved;
 };
 
@@ -78,6 +80,11 @@ struct cs_node_gpu {
     int nvml_index;                         /* -1 not from NVML */
     uint64_t mem_total, mem_used;           /* NVML, bytes; 0 unknown */
     int util;                               /* NVML percent, -1 unknown */
+    /* NVML's per-process SM utilisation of the last refresh (pid = the
+     * host's), for tenants the limiter does not measure. */
+    struct cs_node_putil { uint32_t pid, sm; } *putil;
+    int nputil, putil_cap;
+    uint64_t putil_seen_us;                 /* lastSeenTimeStamp of the next query */
 };
 
 struct cs_node_model {

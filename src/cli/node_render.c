@@ -202,6 +202,7 @@ static void json_tenant_dev(FILE *out, const struct cs_node_tenant *t, int d, bo
         fprintf(out, "%.4f", v->share);
     else
         fputs("null", out);
+    fprintf(out, ",\"share_source\":\"%s\"", v->share_nvml ? "nvml" : "limiter");
     fprintf(out, ",\"gpu_ns\":%" PRIu64 ",\"starved\":%s,\"history\":[", t->cum_gpu_ns[d],
             v->starved ? "true" : "false");
     double h[CS_NODE_HIST];

@@ -26,9 +26,12 @@ share_ok() {
       my $s = $1; exit 1 if $s eq "null" || $s < 0.5 * $lim{$t} || $s > $lim{$t} + 0.1;
     }
     $j =~ /"ledger":"[^"]*\/d\.ledger".*?"suspended":(true|false)/s && $1 eq "true" or exit 1;
+    # c has no compute limit: its share is the NVML per-process estimate.
+    $j =~ /"ledger":"[^"]*\/c\.ledger".*?"share":([0-9.]+|null),"share_source":"(\w+)"/s or exit 1;
+    exit 1 if $1 eq "null" || $1 < 0.05 || $2 ne "nvml";
     exit 0;' <"$T/node.json"
 }
-wait_for 60 "achieved shares near the limits, d suspended (last: $(cat "$T/node.json" 2>/dev/null | head -c 300))" share_ok
+wait_for 60 "achieved shares near the limits, c measured through NVML, d suspended (last: $(cat "$T/node.json" 2>/dev/null | head -c 300))" share_ok
 
 mkfifo "$T/keys"
 script -qfec "$CLI top --no-scan --interval 200" /dev/null <"$T/keys" >"$T/screen" 2>&1 &
