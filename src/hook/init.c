@@ -19,6 +19,7 @@
 #include "core/fork.h"
 #include "core/log.h"
 #include "core/userdir.h"
+#include "hami/hami.h"
 #include "cushare/phases.h"
 #include "hook/runtime.h"
 #include "node/node.h"
@@ -40,6 +41,11 @@ const struct cs_config *cs__config(void)
 struct cs_ledger *cs__ledger(void)
 {
     return &cs_rt.ledger;
+}
+
+int cs__device_count(void)
+{
+    return __atomic_load_n(&cs_rt.device_count, __ATOMIC_ACQUIRE);
 }
 
 const struct cs_device_info *cs__device_info(int d)
@@ -104,7 +110,9 @@ static void on_exit_leave(void)
 {
     if (__atomic_load_n(&init_state, __ATOMIC_ACQUIRE) != 1)
         return;
+    int slot = cs_rt.ledger.slot;
     cs__ledger_leave(&cs_rt.ledger);
+    cs__hami_sync_slot(slot);
     /* Still named: the last process of the tree removes it. */
     if (private_ledger && private_named)
         cs__ledger_remove_if_unused(&cs_rt.ledger);
@@ -248,6 +256,13 @@ static int first_init(void)
         cs_err("init", "no ledger, so no accounting: CUDA initialisation fails (fail closed)");
         return rc;
     }
+    /* HAMi's monitor must see every tenant it limits: no region, no CUDA. */
+    rc = cs__hami_open(&cs_rt.cfg, &cs_rt.ledger);
+    if (rc) {
+        cs_err("init", "HAMi region missing: CUDA initialisation fails (fail closed)");
+        return rc;
+    }
+    cs__hami_sync_all();
     return 0;
 }
 
@@ -256,6 +271,8 @@ static int reinit_after_fork(void)
     int rc = cs__ledger_after_fork(&cs_rt.ledger);
     if (!rc)
         rc = cs__ledger_claim(&cs_rt.ledger);
+    if (!rc)
+        cs__hami_sync_slot(cs_rt.ledger.slot);
     if (rc)
         cs_err("init", "fork child could not claim its own ledger slot: %s", strerror(-rc));
     return rc;
@@ -320,6 +337,7 @@ void cs__init_devices(void)
                 learn_device(d, dev);
         }
         __atomic_store_n(&cs_rt.device_count, n, __ATOMIC_RELEASE);
+        cs__hami_set_devices(n);
     }
     pthread_mutex_unlock(&init_mutex);
 }

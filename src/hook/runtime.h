@@ -35,6 +35,9 @@ const struct cs_config *cs__config(void);
  * to src/ledger's functions; do not write its fields. */
 struct cs_ledger *cs__ledger(void);
 
+/* How many devices cs__init_devices learnt (0 before it ran). */
+int cs__device_count(void);
+
 /* What cs__init_devices learnt of ledger device `d` (0 <= d <
  * CS_MAX_DEVICES); `known` false until then. */
 const struct cs_device_info *cs__device_info(int d);
