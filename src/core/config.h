@@ -1,7 +1,10 @@
 /*
  * Configuration: the environment contract of DESIGN.md, read once, parsed
  * strictly, printable. The table in config.c is the one place that knows a
- * variable's name, kind and meaning; nothing else calls getenv for it.
+ * variable's name, kind and meaning. Read with getenv elsewhere, on
+ * purpose: CUSHARE_LOG_LEVEL (core/log.c: logging works while this is
+ * parsed) and, in the command, CUDA_DEVICE_MEMORY_SHARED_CACHE as the
+ * default ledger of `status` and `suspend`.
  *
  * A malformed value is an error (never a silently dropped limit): the
  * parser names the variable, the value and the fix.
@@ -87,7 +90,7 @@ int cs__config_parse(struct cs_config *out, char *const *env);
 uint64_t cs__config_mem_limit(const struct cs_config *c, int dev);
 uint32_t cs__config_sm_limit(const struct cs_config *c, int dev);
 
-/* "4GiB", "1.5 GiB" style strict size parser: digits, optional k/m/g/t
+/* "4GiB", "512m" style strict size parser: digits, optional k/m/g/t
  * (binary) suffix, optionally followed by "i", "ib" or "b" (any case).
  * 0, -EINVAL (not a size) or -ERANGE (overflow). */
 int cs__parse_size(const char *s, uint64_t *out);
