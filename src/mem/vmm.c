@@ -164,7 +164,7 @@ void cs__vmm_alloc_unref(struct vmm_alloc *a)
      * counted twice for that moment, never nobody. */
     cs__vmm_payer_drop_all(a);
     if (a->share >= 0)
-        cs__ledger_share_leave(&cs_rt.ledger, a->share);
+        cs__ledger_share_leave(cs__ledger(), a->share);
     else if (a->in_slot)
         cs__give_back(a->dev, CS_MEM_VMM, a->bytes);
     free(a);
@@ -231,7 +231,7 @@ struct vmm_alloc *cs__vmm_alloc_of_share(int j)
 int cs__vmm_held_share_with_key(uint64_t key)
 {
     for (struct vmm_alloc *a = cs__vmm_allocs; a; a = a->next) {
-        const struct cs_ledger_share *sh = cs__ledger_share(&cs_rt.ledger, a->share);
+        const struct cs_ledger_share *sh = cs__ledger_share(cs__ledger(), a->share);
         for (int k = 0; sh && k < CS_LEDGER_SHARE_KEYS; k++)
             if (__atomic_load_n(&sh->key[k], __ATOMIC_ACQUIRE) == key)
                 return a->share;

@@ -126,7 +126,7 @@ static uint64_t import_key(void *osHandle, CUmemAllocationHandleType type)
 
 static const char *share_dir(void)
 {
-    return cs_rt.cfg.share_dir;
+    return cs__config()->share_dir;
 }
 
 static bool has_payer(const struct vmm_alloc *a)
@@ -188,7 +188,7 @@ static void payer_publish(struct vmm_alloc *a, uint64_t key)
 
 static bool share_charged(int j)
 {
-    const struct cs_ledger_share *sh = cs__ledger_share(&cs_rt.ledger, j);
+    const struct cs_ledger_share *sh = cs__ledger_share(cs__ledger(), j);
     return sh && __atomic_load_n(&sh->charged, __ATOMIC_ACQUIRE) != 0;
 }
 
@@ -206,7 +206,7 @@ static void payer_settle(struct vmm_alloc *a)
         }
         if (!cs__payer_unpaid(fd) || cs__payer_elect(fd))
             continue;
-        int r = cs__ledger_share_adopt(&cs_rt.ledger, a->share);
+        int r = cs__ledger_share_adopt(cs__ledger(), a->share);
         if (r == 0 || r == -EALREADY) {
             if (r == 0)
                 cs_info(SUBSYS, "device %d: %llu bytes shared with another tenant, which let go "
@@ -267,9 +267,9 @@ static struct vmm_alloc *import_alloc(uint64_t key, int j, int dev, uint64_t byt
     if (j == -ESTALE) {
         /* Its last holder in our tenant let go after our import: the
          * memory is ours alone now, charged as a share of our own. */
-        j = cs__ledger_share_make(&cs_rt.ledger, key, dev, cat, bytes, false);
-        if (j >= 0 && cs__ledger_share_adopt(&cs_rt.ledger, j)) {
-            cs__ledger_share_leave(&cs_rt.ledger, j);
+        j = cs__ledger_share_make(cs__ledger(), key, dev, cat, bytes, false);
+        if (j >= 0 && cs__ledger_share_adopt(cs__ledger(), j)) {
+            cs__ledger_share_leave(cs__ledger(), j);
             j = -ENOENT;
         }
     }
@@ -281,10 +281,10 @@ static struct vmm_alloc *import_alloc(uint64_t key, int j, int dev, uint64_t byt
          * CUDA_VISIBLE_DEVICES): what our driver says wins. */
         dev = local_dev >= 0 && local_dev < CS_MAX_DEVICES ? local_dev : pdev;
         bytes = pbytes;
-        j = cs__ledger_share_make(&cs_rt.ledger, key, dev, cat, bytes, false);
+        j = cs__ledger_share_make(cs__ledger(), key, dev, cat, bytes, false);
     }
     if (j >= 0 && !(a = cs__vmm_alloc_new(dev, bytes, j, false)))
-        cs__ledger_share_leave(&cs_rt.ledger, j);
+        cs__ledger_share_leave(cs__ledger(), j);
     if (a && fd >= 0) {
         payer_keep(a, key, fd);
         payer_settle(a);
@@ -302,7 +302,7 @@ static struct vmm_alloc *import_alloc(uint64_t key, int j, int dev, uint64_t byt
  * pays while it holds it. Said once. */
 static bool key_taken(const struct vmm_alloc *a, uint64_t key)
 {
-    int other = cs__ledger_share_find(&cs_rt.ledger, key);
+    int other = cs__ledger_share_find(cs__ledger(), key);
     if (other < 0 || (a && other == a->share)) /* a NULL: not shared yet */
         return false;
     cs_warn_capped(1, SUBSYS, "two exported allocations have the same identity (descriptor "
@@ -318,12 +318,12 @@ static void share_alloc(struct vmm_alloc *a, uint64_t key)
     if (key_taken(a, key))
         return;
     if (a->share >= 0) {
-        cs__ledger_share_add_key(&cs_rt.ledger, a->share, key);
+        cs__ledger_share_add_key(cs__ledger(), a->share, key);
     } else if (a->in_slot) {
-        int j = cs__ledger_share_make(&cs_rt.ledger, key, a->dev, CS_MEM_VMM, a->bytes, true);
+        int j = cs__ledger_share_make(cs__ledger(), key, a->dev, CS_MEM_VMM, a->bytes, true);
         if (j < 0)
             return; /* the charge stays in our slot; it never moves to a share */
-        cs__hami_sync_slot(cs_rt.ledger.slot); /* our slot gave the bytes up */
+        cs__hami_sync_slot(cs__ledger()->slot); /* our slot gave the bytes up */
         a->share = j;
         a->in_slot = false;
     } else {
@@ -366,7 +366,7 @@ CUresult CUDAAPI cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *ha
     if (!a) {
         int dev = 0;
         uint64_t bytes = 0;
-        int j = cs__ledger_share_join(&cs_rt.ledger, key, &dev, &bytes);
+        int j = cs__ledger_share_join(cs__ledger(), key, &dev, &bytes);
         a = import_alloc(key, j, dev, bytes, CS_MEM_VMM, local_dev);
         if (!a)
             cs_info(SUBSYS, "import of memory no process of this tenant or user shares: not "
@@ -393,14 +393,14 @@ CUresult CUDAAPI cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
     if (cs__track_get(CS_TRACK_PTR, dptr, &t) == 0 &&
         !key_taken((a = t.share ? cs__vmm_alloc_of_share(t.share - 1) : NULL), key)) {
         if (a) {
-            cs__ledger_share_add_key(&cs_rt.ledger, a->share, key);
+            cs__ledger_share_add_key(cs__ledger(), a->share, key);
             payer_publish(a, key);
         } else if (!t.share && t.bytes) {
             /* The charge moves from our slot into a share, held by a record
              * of ours until the allocation goes (cs__vmm_share_release). */
-            int j = cs__ledger_share_make(&cs_rt.ledger, key, t.dev, t.cat, t.bytes, true);
+            int j = cs__ledger_share_make(cs__ledger(), key, t.dev, t.cat, t.bytes, true);
             if (j >= 0) {
-                cs__hami_sync_slot(cs_rt.ledger.slot); /* our slot gave the bytes up */
+                cs__hami_sync_slot(cs__ledger()->slot); /* our slot gave the bytes up */
                 t.share = j + 1;
                 cs__track_put(CS_TRACK_PTR, dptr, &t);
                 a = cs__vmm_alloc_new(t.dev, t.bytes, j, false);
@@ -425,7 +425,7 @@ void cs__vmm_share_release(int j)
     if (a)
         cs__vmm_alloc_unref(a); /* its payer files, then the share */
     else
-        cs__ledger_share_leave(&cs_rt.ledger, j);
+        cs__ledger_share_leave(cs__ledger(), j);
     pthread_mutex_unlock(&cs__vmm_mu);
 }
 
@@ -448,7 +448,7 @@ CUresult CUDAAPI cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle
         if (!a) {
             int dev = 0;
             uint64_t bytes = 0;
-            int j = cs__ledger_share_join(&cs_rt.ledger, key, &dev, &bytes);
+            int j = cs__ledger_share_join(cs__ledger(), key, &dev, &bytes);
             a = import_alloc(key, j, dev, bytes, CS_MEM_DATA, local_dev);
         }
         if (a)
