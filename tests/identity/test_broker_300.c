@@ -41,10 +41,10 @@ static void client(int i, const char *sock)
     /* Barrier: every client blocks here until the parent closes gate. */
     ssize_t n = read(gate[0], &c, 1);
     (void)n;
-    int64_t t0 = id_now_ns();
+    int64_t t0 = cs_now_ns();
     pid_t p;
     slots[i].rc = id_query_timeout(sock, 10000, &p);
-    slots[i].ms = id_ms_since(t0);
+    slots[i].ms = cs_ms_since(t0);
     slots[i].got = p;
     __atomic_store_n(&slots[i].done, 1, __ATOMIC_RELEASE);
     _exit(0);
@@ -54,7 +54,7 @@ static void client(int i, const char *sock)
  * records the host PID it saw. */
 static pid_t spawn(int i, const char *sock)
 {
-    pid_t pid = id_fork();
+    pid_t pid = cs_fork_tied();
     CHECK(pid >= 0);
     if (pid > 0)
         return pid;
@@ -63,7 +63,7 @@ static pid_t spawn(int i, const char *sock)
         client(i, sock);
     if (unshare(CLONE_NEWPID) != 0)
         _exit(2);
-    pid_t c = id_fork();
+    pid_t c = cs_fork_tied();
     if (c < 0)
         _exit(3);
     if (c == 0)
@@ -71,7 +71,7 @@ static pid_t spawn(int i, const char *sock)
     slots[i].expect = c;
     int st;
     waitpid(c, &st, 0);
-    _exit(id_exit_code(st));
+    _exit(cs_exit_code(st));
 }
 
 /* A connected socket; with a request if req. */
@@ -94,13 +94,13 @@ static int connect_to(const char *sock, bool req)
  * after acting), failing after the scaled deadline. */
 #define WAIT_UNTIL(b, st, cond)                                     \
     do {                                                            \
-        int64_t t0_ = id_now_ns();                                  \
+        int64_t t0_ = cs_now_ns();                                  \
         for (;;) {                                                  \
             cs__broker_server_stats((b)->srv, &(st));               \
             if (cond)                                               \
                 break;                                              \
-            CHECK_LT(id_ms_since(t0_), 4000 * cs_test_scale());     \
-            id_sleep_ms(1);                                         \
+            CHECK_LT(cs_ms_since(t0_), 4000 * cs_test_scale());     \
+            cs_sleep_ms(1);                                         \
         }                                                           \
     } while (0)
 
@@ -120,7 +120,7 @@ enum { TABLE = 16, PER_UID = 8, MINE = 12 };
 static pid_t hold_as_nobody(const char *sock, int ready_fd, int stop_fd, const int *inherited,
                             int ninherited)
 {
-    pid_t pid = id_fork();
+    pid_t pid = cs_fork_tied();
     CHECK(pid >= 0);
     if (pid)
         return pid;
@@ -189,7 +189,7 @@ static void test_bounds_hold(void)
 
     /* Everybody hangs up: every slot comes back, and it still serves. */
     CHECK(write(stop[1], &c, 1) == 1);
-    CHECK_EQ(id_exit_code(id_wait_child(nobody, 10000)), 0);
+    CHECK_EQ(cs_exit_code(cs_wait_child(nobody, 10000)), 0);
     for (int i = 1; i < MINE; i++)
         close(mine[i]);
     WAIT_UNTIL(b, st, st.open == 0);
@@ -209,8 +209,8 @@ static void test_bounds_hold(void)
 
 int main(void)
 {
-    id_require_root();
-    slots = id_shared(sizeof *slots * NCLIENTS);
+    cs_require_root("it chowns files, changes uid and makes PID namespaces");
+    slots = cs_shared(sizeof *slots * NCLIENTS);
     struct id_broker b;
     id_broker_start(&b, 0, NULL);       /* production bounds */
     CHECK(pipe2(gate, O_CLOEXEC) == 0);
@@ -221,12 +221,12 @@ int main(void)
         if (i % 2 == 0)
             slots[i].expect = pids[i];
     }
-    id_sleep_ms(50);                    /* let the forks reach the barrier */
-    int64_t t0 = id_now_ns();
+    cs_sleep_ms(50);                    /* let the forks reach the barrier */
+    int64_t t0 = cs_now_ns();
     close(gate[1]);                     /* release all at once */
     for (int i = 0; i < NCLIENTS; i++)
-        CHECK_EQ(id_exit_code(id_wait_child(pids[i], 20000)), 0);
-    double wall = id_ms_since(t0);
+        CHECK_EQ(cs_exit_code(cs_wait_child(pids[i], 20000)), 0);
+    double wall = cs_ms_since(t0);
 
     double lat[NCLIENTS];
     int over = 0;

@@ -78,18 +78,18 @@ int main(void)
     close(ready[1]);
     /* Both racers have opened (racing on creating) the file and claimed. */
     char rdy[2];
-    lt_read_full(ready[0], rdy, 2, 30);
-    double t0 = lt_now();
+    cs_read_full(ready[0], rdy, 2, 30000);
+    int64_t t0 = cs_now_ns();
     close(go[1]);
     struct result total = {0, 0};
     for (int i = 0; i < 2; i++) {
         struct result r;
-        lt_read_full(res[0], &r, sizeof r, 30);
+        cs_read_full(res[0], &r, sizeof r, 30000);
         total.ok += r.ok;
         total.refused += r.refused;
     }
     for (int i = 0; i < 2; i++)
-        lt_wait_ok(kids[i], 30);
+        cs_wait_ok(kids[i], 30000);
 
     struct cs_ledger l;
     CHECK_EQ(cs__ledger_open(path, NULL, true, &l), 0);
@@ -104,6 +104,6 @@ int main(void)
     cs__ledger_close(&l);
     printf("ledger_race_budget: %d reserved, %d refused, peak %llu of %llu MiB, %.3f s\n",
            total.ok, total.refused, (unsigned long long)(peak / MiB),
-           (unsigned long long)(LIMIT / MiB), lt_now() - t0);
+           (unsigned long long)(LIMIT / MiB), cs_ms_since(t0) / 1000);
     return 0;
 }

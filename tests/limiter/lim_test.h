@@ -28,30 +28,17 @@
 
 static char lim_dir_path[4096];
 
-static inline int64_t lim_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
-}
-
-static inline void lim_sleep_ms(double ms)
-{
-    struct timespec ts = {.tv_sec = (time_t)(ms / 1000),
-                          .tv_nsec = (long)(fmod(ms, 1000.0) * 1e6)};
-    while (nanosleep(&ts, &ts) && errno == EINTR) {
-    }
-}
-
 /* $CS_BUILD_DIR/tmp/limiter/<name>/, emptied. Returns the path. */
 static inline const char *lim_dir(const char *name)
 {
     const char *b = getenv("CS_BUILD_DIR");
     CHECK(b != NULL);
-    snprintf(lim_dir_path, sizeof lim_dir_path, "%s/tmp/limiter/%s", b, name);
-    char cmd[9000];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", lim_dir_path, lim_dir_path);
-    CHECK_EQ(system(cmd), 0);
+    char parent[2048];
+    snprintf(parent, sizeof parent, "%s/tmp/limiter", b);
+    CHECK(mkdir(parent, 0755) == 0 || errno == EEXIST);
+    snprintf(lim_dir_path, sizeof lim_dir_path, "%s/%s", parent, name);
+    cs_rmtree(lim_dir_path);
+    CHECK(mkdir(lim_dir_path, 0755) == 0);
     return lim_dir_path;
 }
 
@@ -73,6 +60,18 @@ static inline struct fakecuda_state *lim_gpu(const char *name)
     return s;
 }
 
+/* "NAME=value" strings that live for the test. */
+static inline const char *lim_kv(const char *fmt, ...)
+{
+    char *p = malloc(4300);
+    CHECK(p != NULL);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(p, 4300, fmt, ap);
+    va_end(ap);
+    return p;
+}
+
 /* A worker: environment assignments (NULL-terminated) and arguments
  * (NULL-terminated, without the program). Runs under the preload. */
 static inline pid_t lim_spawn(const char *const *env, const char *const *args)
@@ -82,30 +81,25 @@ static inline pid_t lim_spawn(const char *const *env, const char *const *args)
     CHECK(b && lib);
     char prog[4200];
     snprintf(prog, sizeof prog, "%s/limiter_worker", b);
-    fflush(NULL);
-    pid_t pid = fork();
-    CHECK(pid >= 0);
-    if (pid)
-        return pid;
-    setenv("LD_PRELOAD", lib, 1);
-    setenv("CUSHARE_LOG_LEVEL", getenv("LIM_LOG") ? getenv("LIM_LOG") : "warn", 1);
-    for (int i = 0; env && env[i]; i++)
-        putenv((char *)env[i]);
     const char *argv[64] = {prog};
     int n = 1;
     for (int i = 0; args && args[i] && n < 63; i++)
         argv[n++] = args[i];
-    argv[n] = NULL;
-    execv(prog, (char *const *)argv);
-    _exit(127);
+    /* The test's own assignments come last and so win. */
+    const char *full_env[72] = {lim_kv("LD_PRELOAD=%s", lib),
+                                lim_kv("CUSHARE_LOG_LEVEL=%s", getenv("LIM_LOG") ? getenv("LIM_LOG") : "warn")};
+    int m = 2;
+    for (int i = 0; env && env[i] && m < 71; i++)
+        full_env[m++] = env[i];
+    pid_t pid = cs_spawn((char *const *)argv, (char *const *)full_env);
+    return pid;
 }
 
+/* A worker's exit code (128 + signal); one that outlives the limiter
+ * tests' CTest timeout is killed and counts as -1. */
 static inline int lim_wait(pid_t pid)
 {
-    int st;
-    while (waitpid(pid, &st, 0) < 0)
-        CHECK(errno == EINTR);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    return cs_exit_code(cs_wait_child(pid, 60000));
 }
 
 /* Runs `cmd` (a shell command line) and returns its exit status. */
@@ -145,13 +139,13 @@ static inline void lim_sample_gpus(struct fakecuda_state *const *gpus, int ngpus
 {
     for (int g = 0; g < ngpus; g++)
         memset(&out[g], 0, sizeof out[g]);
-    const int64_t t0 = lim_now();
+    const int64_t t0 = cs_now_ns();
     const int64_t win = (int64_t)(win_ms * 1e6), lag = (int64_t)(lag_ms * 1e6);
     int64_t next = t0 + win + lag;
     while (next - t0 <= (int64_t)(total_ms * 1e6) && out[0].n < LIM_MAXW) {
-        int64_t now = lim_now();
+        int64_t now = cs_now_ns();
         if (now < next) {
-            lim_sleep_ms((double)(next - now) / 1e6);
+            cs_sleep_ms((double)(next - now) / 1e6);
             continue;
         }
         int64_t to = next - lag, from = to - win;
@@ -219,17 +213,6 @@ static inline long long lim_stat(const char *file, const char *key)
     return r;
 }
 
-/* "NAME=value" strings that live for the test. */
-static inline const char *lim_kv(const char *fmt, ...)
-{
-    char *p = malloc(4300);
-    CHECK(p != NULL);
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(p, 4300, fmt, ap);
-    va_end(ap);
-    return p;
-}
 
 /* A share must never exceed its limit by more than `over` points; it may
  * fall short by up to `under` (a CPU-starved CI machine delays launches,

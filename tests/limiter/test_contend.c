@@ -92,11 +92,11 @@ static void priority(void)
         pid[k][1] = lim_spawn(tenant_env(gname[k], lim_kv("l%d.ledger", k), "25", "1"), l_args);
     }
     static double sh[2][2][16];
-    const int64_t t0 = lim_now();
+    const int64_t t0 = cs_now_ns();
     for (int w = 0; w < 14; w++) {
         int64_t to = t0 + (int64_t)(w + 1) * 200000000ll;
-        while (lim_now() < to + 60000000ll)
-            lim_sleep_ms(5);
+        while (cs_now_ns() < to + 60000000ll)
+            cs_sleep_ms(5);
         for (int k = 0; k < 2; k++)
             for (int j = 0; j < 2; j++)
                 sh[k][j][w] = 100.0 * (double)lim_busy(g[k], 0, pid[k][j], to - 200000000ll, to) /

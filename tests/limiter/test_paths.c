@@ -46,12 +46,12 @@ static int run_batch(int first, int last)
         pid[i - first] = lim_spawn(env, args);
     }
     static double share[BATCH][16];
-    const int64_t t0 = lim_now();
+    const int64_t t0 = cs_now_ns();
     const int nw = 9;
     for (int w = 0; w < nw; w++) {
         int64_t to = t0 + (int64_t)(w + 1) * 200000000ll;
-        while (lim_now() < to + 60000000ll)
-            lim_sleep_ms(5);
+        while (cs_now_ns() < to + 60000000ll)
+            cs_sleep_ms(5);
         for (int i = 0; i < last - first; i++)
             share[i][w] = 100.0 * (double)lim_busy(gpu[i], 0, pid[i], to - 200000000ll, to) / 2e8;
     }

@@ -58,11 +58,11 @@ static void perdev(void)
     }
     static struct lim_series s0, s1;
     /* Sample both devices: device 1 right after device 0, same windows. */
-    const int64_t t0 = lim_now();
+    const int64_t t0 = cs_now_ns();
     for (int w = 0; w < 11; w++) {
         int64_t to = t0 + (int64_t)(w + 1) * 200000000ll;
-        while (lim_now() < to + 60000000ll)
-            lim_sleep_ms(5);
+        while (cs_now_ns() < to + 60000000ll)
+            cs_sleep_ms(5);
         s0.share[0][w] = 100.0 * (double)lim_busy(gpu, 0, pid[0], to - 200000000ll, to) / 2e8;
         s1.share[0][w] = 100.0 * (double)lim_busy(gpu, 1, pid[1], to - 200000000ll, to) / 2e8;
         s0.t[w] = s1.t[w] = to - t0;

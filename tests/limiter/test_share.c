@@ -37,11 +37,11 @@ int main(int argc, char **argv)
     }
     /* The three GPUs are sampled in turn at the end of each window. */
     static struct lim_series s[3];
-    const int64_t t0 = lim_now();
+    const int64_t t0 = cs_now_ns();
     for (int w = 0; w < 14; w++) {
         int64_t to = t0 + (int64_t)(w + 1) * 200000000ll;
-        while (lim_now() < to + 60000000ll)
-            lim_sleep_ms(5);
+        while (cs_now_ns() < to + 60000000ll)
+            cs_sleep_ms(5);
         for (int i = 0; i < 3; i++) {
             s[i].t[w] = to - t0;
             s[i].share[0][w] = 100.0 * (double)lim_busy(gpu[i], 0, pid[i], to - 200000000ll, to) /

@@ -36,8 +36,8 @@ int main(void)
                               lim_path(lim_kv("w%d.out", i)), NULL};
         pid[i] = lim_spawn(env, args);
     }
-    lim_sleep_ms(500);
-    int64_t t_s = lim_now();
+    cs_sleep_ms(500);
+    int64_t t_s = cs_now_ns();
     int rc = cli(lim_kv("suspend --timeout 3 '%s'", ledger), lim_path("suspend.txt"));
     show(lim_path("suspend.txt"));
     CHECK_EQ(rc, 0);
@@ -46,20 +46,20 @@ int main(void)
     CHECK(f && fgets(line, sizeof line, f));
     fclose(f);
     CHECK_CONTAINS(line, "2 of 2 processes parked");
-    int64_t t_parked = lim_now();
-    lim_sleep_ms(600);
+    int64_t t_parked = cs_now_ns();
+    cs_sleep_ms(600);
     /* Work queued before the request may still run for a few ms. */
-    uint64_t busy = lim_busy(gpu, 0, 0, t_parked + 50000000ll, lim_now());
+    uint64_t busy = lim_busy(gpu, 0, 0, t_parked + 50000000ll, cs_now_ns());
     printf("suspend took %.0f ms; GPU busy while suspended: %.1f ms in %.0f ms\n",
            (double)(t_parked - t_s) / 1e6, (double)busy / 1e6,
-           (double)(lim_now() - t_parked - 50000000ll) / 1e6);
+           (double)(cs_now_ns() - t_parked - 50000000ll) / 1e6);
     CHECK_LE(busy, 5000000);
     rc = cli(lim_kv("resume '%s'", ledger), lim_path("resume.txt"));
     show(lim_path("resume.txt"));
     CHECK_EQ(rc, 0);
-    int64_t t_r = lim_now();
-    lim_sleep_ms(400);
-    busy = lim_busy(gpu, 0, 0, t_r + 100000000ll, lim_now() - 50000000ll);
+    int64_t t_r = cs_now_ns();
+    cs_sleep_ms(400);
+    busy = lim_busy(gpu, 0, 0, t_r + 100000000ll, cs_now_ns() - 50000000ll);
     printf("GPU busy after resume: %.0f%%\n", 100.0 * (double)busy / 2.5e8);
     CHECK_GE(busy, 2.5e8 * 0.7);
     for (int i = 0; i < 2; i++) {
@@ -70,7 +70,7 @@ int main(void)
     /* A process that makes no GPU call does not park. */
     const char *idle_args[] = {"--mode", "idle", "--secs", "2", NULL};
     pid_t idle = lim_spawn(env, idle_args);
-    lim_sleep_ms(300);
+    cs_sleep_ms(300);
     rc = cli(lim_kv("suspend --timeout 1 '%s'", ledger), lim_path("suspend2.txt"));
     show(lim_path("suspend2.txt"));
     CHECK_EQ(rc, 1);
