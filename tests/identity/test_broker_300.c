@@ -33,14 +33,11 @@ struct slot {
 };
 
 static struct slot *slots;
-static int gate[2];
+static struct cs_gate gate;             /* all clients connect at once */
 
 static void client(int i, const char *sock)
 {
-    char c;
-    /* Barrier: every client blocks here until the parent closes gate. */
-    ssize_t n = read(gate[0], &c, 1);
-    (void)n;
+    cs_gate_arrive(&gate);
     int64_t t0 = cs_now_ns();
     pid_t p;
     slots[i].rc = id_query_timeout(sock, 10000, &p);
@@ -58,7 +55,7 @@ static pid_t spawn(int i, const char *sock)
     CHECK(pid >= 0);
     if (pid > 0)
         return pid;
-    close(gate[1]);
+    cs_gate_child(&gate);
     if (i % 2 == 0)
         client(i, sock);
     if (unshare(CLONE_NEWPID) != 0)
@@ -136,7 +133,7 @@ static pid_t hold_as_nobody(const char *sock, int ready_fd, int stop_fd, const i
     if (write(ready_fd, &c, 1) != 1)
         _exit(3);
     struct pollfd p = {.fd = stop_fd, .events = POLLIN};
-    poll(&p, 1, 20000);
+    poll(&p, 1, (int)(20000 * cs_test_scale()));
     for (int i = 0; i < PER_UID; i++)
         close(fds[i]);
     _exit(0);
@@ -164,7 +161,7 @@ static void test_bounds_hold(void)
     CHECK(pipe2(ready, O_CLOEXEC) == 0 && pipe2(stop, O_CLOEXEC) == 0);
     pid_t nobody = hold_as_nobody(b->sock, ready[1], stop[0], mine, MINE);
     char c;
-    CHECK(read(ready[0], &c, 1) == 1);
+    cs_read_full(ready[0], &c, 1, 10000);
     WAIT_UNTIL(b, st, st.open == TABLE);
     CHECK_EQ(st.rejected[CS_BROKER_REJECT_UID_CAP], MINE - PER_UID);
 
@@ -213,7 +210,7 @@ int main(void)
     slots = cs_shared(sizeof *slots * NCLIENTS);
     struct id_broker b;
     id_broker_start(&b, 0, NULL);       /* production bounds */
-    CHECK(pipe2(gate, O_CLOEXEC) == 0);
+    cs_gate_init(&gate);
 
     pid_t pids[NCLIENTS];
     for (int i = 0; i < NCLIENTS; i++) {
@@ -221,9 +218,8 @@ int main(void)
         if (i % 2 == 0)
             slots[i].expect = pids[i];
     }
-    cs_sleep_ms(50);                    /* let the forks reach the barrier */
+    cs_gate_open(&gate, NCLIENTS, 30000);   /* all at the line, then all at once */
     int64_t t0 = cs_now_ns();
-    close(gate[1]);                     /* release all at once */
     for (int i = 0; i < NCLIENTS; i++)
         CHECK_EQ(cs_exit_code(cs_wait_child(pids[i], 20000)), 0);
     double wall = cs_ms_since(t0);
