@@ -42,11 +42,14 @@ static inline const char *lim_dir(const char *name)
     return lim_dir_path;
 }
 
+/* "<test dir>/<file>", alive for the whole test. (It was a ring of 16
+ * static buffers: limiter_suspend kept its ledger's path past 16 more
+ * calls and then suspended "suspend2.txt", whose refusal passed for the
+ * idle process not parking.) */
 static inline const char *lim_path(const char *file)
 {
-    static char bufs[16][4200];
-    static int k;
-    char *p = bufs[k++ % 16];
+    char *p = malloc(4200);
+    CHECK(p != NULL);
     snprintf(p, 4200, "%s/%s", lim_dir_path, file);
     return p;
 }
