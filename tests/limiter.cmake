@@ -60,7 +60,8 @@ add_test(NAME limiter_bench_smoke COMMAND sh -c
    FAKECUDA_STATE='${CMAKE_BINARY_DIR}/tmp/limiter/bench/gpu.state' '${CS_CLI}' bench limiter \
    --secs 0.5 --warmup 0.2 --limits 50 --start-delay 0.5 --launchcost none \
    --out '${CMAKE_BINARY_DIR}/tmp/limiter/bench' > '${CMAKE_BINARY_DIR}/tmp/limiter/bench/out.txt' 2>&1; \
-   cat '${CMAKE_BINARY_DIR}/tmp/limiter/bench/out.txt'; \
+   rc=$?; cat '${CMAKE_BINARY_DIR}/tmp/limiter/bench/out.txt'; \
+   test $rc -eq 0 || { echo \"cushare bench limiter exited $rc\"; exit 1; }; \
    grep -q -- '--sm 50 (force) .*%' '${CMAKE_BINARY_DIR}/tmp/limiter/bench/out.txt' && \
    grep -q 'launch-bound' '${CMAKE_BINARY_DIR}/tmp/limiter/bench/out.txt' && \
    test -s '${CMAKE_BINARY_DIR}/tmp/limiter/bench/limiter-bench.csv'")

@@ -9,6 +9,7 @@
 #include "id_test.h"
 
 struct shared {
+    int entering;                       /* the child's next step is acquire */
     int64_t parent_released;
     int64_t child_acquired;
     int stale_rc, hazard_rc, setfd_rc, acquire_rc, release_rc;
@@ -45,6 +46,7 @@ static void child(int inherited_fd)
     if (fd < 0)
         _exit(2);
     sh->setfd_rc = cs__postinit_lock_set_fd(&lock, fd);
+    __atomic_store_n(&sh->entering, 1, __ATOMIC_RELEASE);
     sh->acquire_rc = cs__postinit_lock_acquire(&lock, NULL);
     sh->child_acquired = cs_now_ns();
     sh->release_rc = cs__postinit_lock_release(&lock);
@@ -67,8 +69,11 @@ int main(void)
     CHECK(pid >= 0);
     if (pid == 0)
         child(fd);
-    cs_sleep_ms(200);                   /* the child must be waiting now */
-    CHECK_EQ(sh->child_acquired, 0);
+    /* The child reached acquire and sleeps there (nothing else on its
+     * way sleeps): it is waiting for our holder, not merely not started. */
+    CS_WAIT_FOR(__atomic_load_n(&sh->entering, __ATOMIC_ACQUIRE), 10000, "the child's acquire");
+    cs_wait_blocked(pid, 10000);
+    CHECK_EQ(__atomic_load_n(&sh->child_acquired, __ATOMIC_ACQUIRE), 0);
     __atomic_store_n(&may_release, 1, __ATOMIC_RELEASE);
     pthread_join(t, NULL);
     CHECK_EQ(cs_exit_code(cs_wait_child(pid, 10000)), 0);

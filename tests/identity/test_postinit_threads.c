@@ -51,7 +51,7 @@ static void test_threads(void)
     for (int i = 0; i < NTHREADS; i++) {
         CS_WAIT_FOR(__atomic_load_n(&tids[i], __ATOMIC_ACQUIRE) != 0, 10000, "worker start");
         /* Nothing else sleeps between publishing the tid and the lock. */
-        cs_wait_thread_blocked(tids[i], 10000);
+        cs_wait_blocked(tids[i], 10000);
     }
     CHECK_EQ(cs__postinit_lock_release(&lock), 0);
     for (int i = 0; i < NTHREADS; i++)

@@ -249,11 +249,12 @@ void cs_gate_open(struct cs_gate *g, int n, double ms)
     close(g->go[1]);
 }
 
-/* State letter of /proc/self/task/<tid>/stat: after the ")" of the name. */
-static char thread_state(pid_t tid)
+/* State letter of /proc/<id>/stat (any thread id works there, listed or
+ * not): after the ")" that ends the name. */
+static char task_state(pid_t id)
 {
     char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)tid);
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)id);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return '?';
@@ -266,15 +267,15 @@ static char thread_state(pid_t tid)
     return rp && rp[1] == ' ' ? rp[2] : '?';
 }
 
-void cs_wait_thread_blocked(pid_t tid, double ms)
+void cs_wait_blocked(pid_t tid, double ms)
 {
     int64_t deadline = cs_deadline_ns(ms);
     for (;;) {
-        char s = thread_state(tid);
+        char s = task_state(tid);
         if (s == 'S' || s == 'D')
             return;
         if (cs_now_ns() > deadline)
-            fail("thread %d never blocked within %.0f ms (x%g), state %c", (int)tid, ms,
+            fail("task %d never blocked within %.0f ms (x%g), state %c", (int)tid, ms,
                  cs_test_scale(), s);
         cs_sleep_ms(0.1);
     }

@@ -109,9 +109,10 @@ void cs_gate_child(struct cs_gate *g);             /* drops the parent's ends */
 void cs_gate_arrive(struct cs_gate *g);            /* in a child */
 void cs_gate_open(struct cs_gate *g, int n, double ms);   /* in the parent */
 
-/* Waits (scaled `ms`) until thread `tid` of this process sleeps in the
- * kernel (state S or D in /proc/self/task/<tid>/stat): e.g. blocked on a
- * contended lock. Fails the test on expiry. */
-void cs_wait_thread_blocked(pid_t tid, double ms);
+/* Waits (scaled `ms`) until thread or process `id` sleeps in the kernel
+ * (state S or D in /proc/<id>/stat): e.g. blocked on a contended lock.
+ * Meaningful only where the caller knows that nothing else on the way
+ * sleeps. Fails the test on expiry. */
+void cs_wait_blocked(pid_t id, double ms);
 
 #endif
