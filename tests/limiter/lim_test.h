@@ -95,6 +95,7 @@ static inline pid_t lim_spawn(const char *const *env, const char *const *args)
     for (int i = 0; env && env[i] && m < 71; i++)
         full_env[m++] = env[i];
     pid_t pid = cs_spawn((char *const *)argv, (char *const *)full_env);
+    cs_prefer_cpu(pid);                 /* its share is what we measure */
     return pid;
 }
 

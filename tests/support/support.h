@@ -70,6 +70,13 @@ pid_t cs_fork_tied(void);
  * NULL) added to the environment; stdout/stderr inherited. */
 pid_t cs_spawn(char *const argv[], char *const env[]);
 
+/* For a process whose rate a test measures (a paced GPU worker): asks for
+ * nice -10, so that CPU hogs beside the suite cannot starve it and turn
+ * "the limiter held it back" into "the scheduler did". Needs root
+ * (CAP_SYS_NICE); without it the process keeps its priority and says so
+ * once on stderr. pid 0: the caller. */
+void cs_prefer_cpu(pid_t pid);
+
 /* Waits for `pid` at most the scaled `ms`; on expiry kills it, reaps it and
  * returns -1. Otherwise the raw wait status. */
 int cs_wait_child(pid_t pid, double ms);
