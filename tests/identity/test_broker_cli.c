@@ -140,14 +140,9 @@ int main(void)
     CHECK_EQ(p, getpid());
 
     /* The periodic writer must pick the reply up within about a second. */
-    bool seen = false;
-    for (int i = 0; i < 300 && !seen; i++) {
-        slurp(metrics, buf, sizeof buf);
-        seen = strstr(buf, "cushare_broker_replies_ok_total 1\n") != NULL;
-        if (!seen)
-            cs_sleep_ms(10);
-    }
-    CHECK(seen);
+    CS_WAIT_FOR((slurp(metrics, buf, sizeof buf),
+                 strstr(buf, "cushare_broker_replies_ok_total 1\n") != NULL),
+                3000, "the metrics file to show the reply");
     CHECK_CONTAINS(buf, "cushare_broker_connections_max 4\n");
 
     CHECK(kill(pid, SIGTERM) == 0);

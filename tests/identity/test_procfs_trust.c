@@ -130,7 +130,8 @@ static void nested_grandchild(void)
     sh->rc_nested_host = cs__procfs_host_pid("/proc", &p);
     __atomic_store_n(&sh->pid_nested_host, p, __ATOMIC_RELEASE);
     /* Stay alive until the parent looked us up by the host PID. */
-    for (int i = 0; i < 5000 && !__atomic_load_n(&sh->checked, __ATOMIC_ACQUIRE); i++)
+    int64_t deadline = cs_deadline_ns(5000);
+    while (!__atomic_load_n(&sh->checked, __ATOMIC_ACQUIRE) && cs_now_ns() < deadline)
         cs_sleep_ms(1);
     _exit(0);
 }
@@ -188,9 +189,8 @@ static void test_intermediate_procfs(bool init_ns)
         _exit(cs_exit_code(st));
     }
     /* Wait for the grandchild's answers, then check them from the host. */
-    int64_t t0 = cs_now_ns();
-    while (!__atomic_load_n(&sh->pid_nested_host, __ATOMIC_ACQUIRE) && cs_ms_since(t0) < 5000)
-        cs_sleep_ms(1);
+    CS_WAIT_FOR(__atomic_load_n(&sh->pid_nested_host, __ATOMIC_ACQUIRE), 5000,
+                "the grandchild's answers");
     pid_t host_c = sh->pid_nested_host;
     if (init_ns) {
         CHECK_EQ(sh->rc_nested_host, 0);
