@@ -35,32 +35,15 @@ struct cs_test_user {
 static struct cs_test_user cs_mu_user_;
 static pid_t cs_mu_owner_;
 
-/* Runs argv, quietly; returns its exit status (-1 if it did not exit). */
-static inline int cs_mu_run_(char *const argv[])
-{
-    fflush(NULL);
-    pid_t pid = fork();
-    CHECK(pid >= 0);
-    if (pid == 0) {
-        freopen("/dev/null", "w", stdout);
-        execvp(argv[0], argv);
-        _exit(127);
-    }
-    int st;
-    while (waitpid(pid, &st, 0) < 0)
-        CHECK(errno == EINTR);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 static void cs_mu_delete_(void)
 {
     if (!cs_mu_user_.name[0] || getpid() != cs_mu_owner_)
         return;
     char *argv[] = {"userdel", cs_mu_user_.name, NULL};
-    int rc = cs_mu_run_(argv);
+    int rc = cs_run(argv, true);
     for (int attempt = 1; attempt < 6 && rc != 0 && rc != 6; attempt++) {
         cs_sleep_ms(100 << attempt);    /* /etc/passwd locked by another test */
-        rc = cs_mu_run_(argv);
+        rc = cs_run(argv, true);
     }
     if (rc != 0)
         fprintf(stderr, "warning: could not delete test user %s\n", cs_mu_user_.name);
@@ -93,7 +76,7 @@ static inline void cs_mu_delete_orphans_(void)
     endpwent();
     for (int i = 0; i < n; i++) {
         char *argv[] = {"userdel", names[i], NULL};
-        cs_mu_run_(argv);
+        cs_run(argv, true);
     }
 }
 
@@ -105,7 +88,7 @@ static inline const struct cs_test_user *cs_test_user(void)
     if (geteuid() != 0)
         cs_skip("needs root to create a throwaway user (useradd) for the attacker");
     char *probe[] = {"setpriv", "--version", NULL};
-    if (cs_mu_run_(probe) != 0)
+    if (cs_run(probe, true) != 0)
         cs_skip("setpriv (util-linux) is not available to run the attacker's side");
     cs_mu_delete_orphans_();
     snprintf(cs_mu_user_.name, sizeof cs_mu_user_.name, "cs-shared-%d", (int)getpid());
@@ -116,9 +99,9 @@ static inline const struct cs_test_user *cs_test_user(void)
     for (int attempt = 0; attempt < 6 && rc != 0 && rc != 127; attempt++) {
         if (attempt)
             cs_sleep_ms(100 << attempt);    /* back off: another test's useradd holds the lock */
-        rc = cs_mu_run_(add);
+        rc = cs_run(add, true);
         if (rc == 9)                    /* a killed run of ours with this very pid */
-            cs_mu_run_(del);
+            cs_run(del, true);
     }
     if (rc != 0) {
         cs_mu_user_.name[0] = 0;

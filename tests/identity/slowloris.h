@@ -58,21 +58,6 @@ struct sl_user {
     bool made;                          /* useradd succeeded: userdel at the end */
 };
 
-/* Runs argv (no shell); returns its exit status, 127 if it cannot run. */
-ID_HELPER int sl_run(char *const argv[])
-{
-    pid_t pid = fork();
-    CHECK(pid >= 0);
-    if (pid == 0) {
-        execvp(argv[0], argv);
-        _exit(127);
-    }
-    int st;
-    while (waitpid(pid, &st, 0) < 0)
-        CHECK(errno == EINTR);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-}
-
 /* Creates the user; 0, or -1 with the reason for skipping in why. Other
  * tests may hold /etc/passwd's lock (useradd exits 1 or 10 then): retry. */
 ID_HELPER int sl_user_create(struct sl_user *u, char *why, size_t cap)
@@ -83,7 +68,7 @@ ID_HELPER int sl_user_create(struct sl_user *u, char *why, size_t cap)
                     "--shell", "/usr/sbin/nologin", u->name, NULL};
     int rc = -1;
     for (int attempt = 0; attempt < 5; attempt++) {
-        rc = sl_run(argv);
+        rc = cs_run(argv, false);
         if (rc == 0 || rc == 127)
             break;
         cs_sleep_ms(200 << attempt);    /* back off: another useradd holds the lock */
@@ -111,10 +96,10 @@ ID_HELPER void sl_user_delete(struct sl_user *u)
     if (!u->made)
         return;
     char *argv[] = {"userdel", u->name, NULL};
-    int rc = sl_run(argv);
+    int rc = cs_run(argv, false);
     for (int attempt = 0; rc != 0 && rc != 127 && attempt < 5; attempt++) {
         cs_sleep_ms(200 << attempt);    /* /etc/passwd locked by another test */
-        rc = sl_run(argv);
+        rc = cs_run(argv, false);
     }
     if (rc != 0)
         fprintf(stderr, "warning: userdel %s failed (exit %d): remove it by hand\n", u->name, rc);

@@ -63,7 +63,7 @@ static double kill_holder_trial(enum cs_postinit_wait mode, int point, int pre_k
     pid_t waiter = pt_spawn(1, mode, PT_NO_PAUSE, 0);
     wait_queued(1, mode, 1);
     if (pre_kill_ms)
-        cs_sleep_ms(pre_kill_ms);
+        cs_sleep_ms(pre_kill_ms);       /* the holder's age at death, not a wait */
     CHECK_EQ(__atomic_load_n(&pt->acquired[1], __ATOMIC_ACQUIRE), 0);   /* excluded */
 
     /* Killed inside its critical section: its +1 never comes back. */
@@ -101,7 +101,7 @@ static void kill_nonholder_trial(enum cs_postinit_wait mode, int point)
 
     CHECK(kill(victim, SIGKILL) == 0);
     reap(victim, -1);
-    cs_sleep_ms(30);
+    cs_sleep_ms(30);                    /* an observation window, not a wait */
     /* The dead non-holder granted nothing: the holder still excludes. */
     CHECK_EQ(__atomic_load_n(&pt->acquired[1], __ATOMIC_ACQUIRE), 0);
     CHECK_EQ(pt->acquired[2], 0);

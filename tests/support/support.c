@@ -126,6 +126,28 @@ pid_t cs_spawn(char *const argv[], char *const env[])
     _exit(127);
 }
 
+int cs_run(char *const argv[], bool quiet)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0)
+        fail("fork: %s", strerror(errno));
+    if (pid == 0) {
+        if (quiet) {
+            int fd = open("/dev/null", O_WRONLY);
+            if (fd >= 0)
+                dup2(fd, STDOUT_FILENO);
+        }
+        execvp(argv[0], argv);
+        _exit(127);
+    }
+    int st;
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR)
+            fail("waitpid(%d): %s", (int)pid, strerror(errno));
+    return cs_exit_code(st);
+}
+
 void cs_prefer_cpu(pid_t pid)
 {
     if (setpriority(PRIO_PROCESS, (id_t)pid, -10) != 0 && !getenv("CS_PREFER_CPU_WARNED")) {

@@ -70,6 +70,11 @@ pid_t cs_fork_tied(void);
  * NULL) added to the environment; stdout/stderr inherited. */
 pid_t cs_spawn(char *const argv[], char *const env[]);
 
+/* Runs argv (execvp: PATH is searched, no shell) to completion, stdout
+ * sent to /dev/null if quiet; returns cs_exit_code of it (127: could not
+ * run). */
+int cs_run(char *const argv[], bool quiet);
+
 /* For a process whose rate a test measures (a paced GPU worker): asks for
  * nice -10, so that CPU hogs beside the suite cannot starve it and turn
  * "the limiter held it back" into "the scheduler did". Needs root
