@@ -309,10 +309,8 @@ static void expect_byte(int fd, char want)
 static int case_terminal(void)
 {
     int master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
-    if (master < 0 || grantpt(master) != 0 || unlockpt(master) != 0) {
-        printf("SKIP: no pseudo-terminal here (%s)\n", strerror(errno));
-        return 77;
-    }
+    if (master < 0 || grantpt(master) != 0 || unlockpt(master) != 0)
+        cs_skip("no pseudo-terminal here (%s)", strerror(errno));
     char slave[256];
     CHECK(ptsname_r(master, slave, sizeof slave) == 0);
     int cmd[2], wit[2];

@@ -25,7 +25,6 @@
 #include <sys/prctl.h>
 #include <sys/mount.h>
 
-#define SKIP 77
 
 static char dir[64]; /* /dev/shm/cushare-<uid> */
 static bool isolated;
@@ -329,10 +328,7 @@ static void case_sweep(void)
 
 static int case_foreign(void)
 {
-    if (geteuid() != 0) {
-        printf("SKIP: giving a ledger to another uid needs root\n");
-        return SKIP;
-    }
+    cs_require_root("giving a ledger to another uid");
     make_dir();
     char path[320], name[64];
     snprintf(name, sizeof name, "private-%d-f0e1.ledger", (int)getpid());
