@@ -161,7 +161,8 @@ struct cs_ledger_slot {
     uint64_t start_ns;          /*  32 CLOCK_REALTIME when claimed           */
     uint64_t pidns_ino;         /*  40 inode of /proc/self/ns/pid            */
     uint64_t generation;        /*  48 atomic: bumps at every claim          */
-    uint64_t reserved0;         /*  56                                       */
+    uint64_t throttled_ns;      /*  56 atomic: time the tenant's pacing slept
+                                 *     in this process, every device (views)  */
     uint64_t bytes[CS_MAX_DEVICES][CS_MEM_CATEGORY_SLOTS]; /* 64 atomic      */
     uint64_t gpu_ns[CS_MAX_DEVICES];     /* 1600 atomic: measured GPU time    */
     uint64_t last_launch_ns[CS_MAX_DEVICES]; /* 1728 atomic CLOCK_MONOTONIC   */
@@ -184,6 +185,7 @@ _Static_assert(offsetof(struct cs_ledger_header, physical_total) == 576, "ABI");
 _Static_assert(offsetof(struct cs_ledger_header, dev) == 1024, "ABI");
 _Static_assert(offsetof(struct cs_ledger_header, claim_hint) == 2048, "ABI");
 _Static_assert(sizeof(struct cs_ledger_slot) == 2048, "ledger slot size is ABI");
+_Static_assert(offsetof(struct cs_ledger_slot, throttled_ns) == 56, "ABI");
 _Static_assert(offsetof(struct cs_ledger_slot, bytes) == 64, "ABI");
 _Static_assert(offsetof(struct cs_ledger_slot, gpu_ns) == 1600, "ABI");
 _Static_assert(offsetof(struct cs_ledger_slot, last_launch_ns) == 1728, "ABI");

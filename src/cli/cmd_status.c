@@ -11,18 +11,45 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/node_model.h"
 #include "cli/status_model.h"
 
 static const char usage[] =
     "usage: cushare status [--json] [--no-reap] [LEDGER]\n"
-    "  --no-reap  show the ledger as it is: do not reap dead processes' slots first\n";
+    "       cushare status --json [--registry DIR/BASE] [--scan DIR]... [--no-scan]\n"
+    "  --no-reap  show the ledger as it is: do not reap dead processes' slots first\n"
+    "  --json without LEDGER: every tenant of the node (the node view, docs/node.md)\n";
+
+/* The node view as JSON: two samples a second apart, so rates exist. */
+static int node_json(const struct cs_node_where *w)
+{
+    struct cs_node_model *m = cs_node_model_new(w);
+    if (!m) {
+        fprintf(stderr, "cushare: status: out of memory\n");
+        return CS_EXIT_FAIL;
+    }
+    cs_node_model_settle(m, 1000);
+    cs_node_print_json(stdout, m);
+    cs_node_model_free(m);
+    return fflush(stdout) == 0 ? CS_EXIT_OK : CS_EXIT_FAIL;
+}
 
 int cs_cmd_status(int argc, char **argv)
 {
     bool json = false, reap = true;
     const char *path = NULL;
+    struct cs_node_where where;
+    bool node_opts = false;
+    int rc = cs_node_where_defaults("status", &where);
+    if (rc)
+        return rc;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--json")) {
+        int w = cs_node_where_arg("status", argc, argv, &i, &where);
+        if (w < 0)
+            return -w;
+        if (w) {
+            node_opts = true;
+        } else if (!strcmp(argv[i], "--json")) {
             json = true;
         } else if (!strcmp(argv[i], "--no-reap")) {
             reap = false;
@@ -42,8 +69,13 @@ int cs_cmd_status(int argc, char **argv)
             path = argv[i];
         }
     }
+    if (json && !path)
+        return node_json(&where);
+    if (node_opts)
+        return cs_cli_usage_error("status", "--registry, --scan and --no-scan go with --json "
+                                            "and no LEDGER (the node view)");
     struct cs_ledger l;
-    int rc = cs_status_open("status", path, reap, &l);
+    rc = cs_status_open("status", path, reap, &l);
     if (rc != CS_EXIT_OK)
         return rc;
     struct cs_status *st = malloc(sizeof *st);

@@ -1,5 +1,10 @@
 /*
- * `cushare top [--once] [--no-reap] [LEDGER]`: a live view of a ledger,
+ * `cushare top [--once] [--interval MS] [--registry DIR/BASE] [--scan DIR]
+ * [--no-scan]`: the node view (every tenant discovery finds, node_model.h),
+ * sortable by memory ('m') or achieved share ('s'), a tenant expanded to
+ * its processes with enter after moving to it (j/k, arrows).
+ *
+ * `cushare top [--once] [--no-reap] LEDGER`: a live view of one ledger,
  * redrawn every 500 ms with plain ANSI escapes (no curses), the ledger
  * settled before each frame as before any view (see cmd_status.c). 'q' quits. The terminal is
  * put into non-canonical, no-echo mode and restored on every way out
@@ -14,14 +19,23 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <termios.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "core/config.h"
+#include "cli/node_model.h"
 #include "cli/status_model.h"
 
 #define REFRESH_MS 500
 
-static const char usage[] = "usage: cushare top [--once] [--no-reap] [LEDGER]   (q quits)\n";
+static const char usage[] =
+    "usage: cushare top [--once] [--interval MS] [--registry DIR/BASE] [--scan DIR]... [--no-scan]\n"
+    "       cushare top [--once] [--no-reap] LEDGER\n"
+    "  without LEDGER: every tenant of the node (keys: m/s sort, j/k move, enter expands, q quits)\n"
+    "  --interval MS   refresh period of the node view (default 1000, 100..60000)\n"
+    "  --registry P    the node registry DIR/BASE (default $CUSHARE_REGISTRY or " CS_REG_DEFAULT_PATH ")\n"
+    "  --scan DIR      look for ledgers in DIR and its subdirectories (default " CS_NODE_DEFAULT_SCAN ")\n";
 
 static volatile sig_atomic_t got_signal;
 static struct termios saved_termios;
@@ -120,12 +134,138 @@ static char *render(struct cs_ledger *l, struct cs_status *st, bool live)
     return fclose(o) == 0 ? out : NULL;
 }
 
+/* Frame of the node view, with the live-mode escapes when `live`. */
+static char *node_frame(const struct cs_node_model *m, const struct cs_node_top_opts *o, bool live)
+{
+    char *frame = NULL, *out = NULL;
+    size_t flen = 0, olen = 0;
+    FILE *f = open_memstream(&frame, &flen);
+    if (!f)
+        return NULL;
+    cs_node_print_top(f, m, o);
+    if (fclose(f) != 0 || !live)
+        return frame;
+    FILE *w = open_memstream(&out, &olen);
+    if (!w) {
+        free(frame);
+        return NULL;
+    }
+    fputs("\033[H", w);
+    for (const char *p = frame; *p; p++) {
+        if (*p == '\n')
+            fputs("\033[K\r", w);
+        fputc(*p, w);
+    }
+    fputs("\033[J", w);
+    free(frame);
+    return fclose(w) == 0 ? out : NULL;
+}
+
+/* One key of the node view; false: quit. */
+static bool node_key(const char *buf, ssize_t n, ssize_t *k, const struct cs_node_model *m,
+                     struct cs_node_top_opts *o, bool *expanded)
+{
+    char c = buf[*k];
+    int idx[CS_NODE_MAX_TENANTS];
+    int rows = cs_node_order(m, o->sort, idx);
+    if (c == '\033' && *k + 2 < n && buf[*k + 1] == '[') {
+        c = buf[*k + 2] == 'A' ? 'k' : buf[*k + 2] == 'B' ? 'j' : 0;
+        *k += 2;
+    }
+    switch (c) {
+    case 'q': case 'Q': return false;
+    case 'm': o->sort = CS_NODE_SORT_MEM; break;
+    case 's': o->sort = CS_NODE_SORT_SHARE; break;
+    case 'j': if (o->selected + 1 < rows) o->selected++; break;
+    case 'k': if (o->selected > 0) o->selected--; break;
+    case '\n': case '\r': case ' ': case 'e':
+        if (o->selected >= 0 && o->selected < rows)
+            expanded[idx[o->selected]] = !expanded[idx[o->selected]];
+        break;
+    default: break;
+    }
+    return true;
+}
+
+static int node_top(bool once, int interval_ms, const struct cs_node_where *w)
+{
+    struct cs_node_model *m = cs_node_model_new(w);
+    static bool expanded[CS_NODE_MAX_TENANTS]; /* by index in m->tenant */
+    if (!m) {
+        fprintf(stderr, "cushare: top: out of memory\n");
+        return CS_EXIT_FAIL;
+    }
+    struct cs_node_top_opts o = {.width = term_width(), .sort = CS_NODE_SORT_MEM, .selected = -1,
+                                 .expanded = expanded};
+    if (once || !isatty(STDOUT_FILENO)) {
+        cs_node_model_settle(m, interval_ms);
+        char *frame = node_frame(m, &o, false);
+        if (frame)
+            fputs(frame, stdout);
+        free(frame);
+        cs_node_model_free(m);
+        return frame && fflush(stdout) == 0 ? CS_EXIT_OK : CS_EXIT_FAIL;
+    }
+    setup_terminal();
+    const bool keys = isatty(STDIN_FILENO);
+    o.selected = 0;
+    bool quit = false;
+    int64_t next = 0;
+    while (!quit && !got_signal) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        int64_t now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+        if (now >= next) {
+            cs_node_model_refresh(m);
+            next = now + interval_ms;
+        }
+        o.width = term_width();
+        char *frame = node_frame(m, &o, true);
+        if (frame)
+            put(frame);
+        free(frame);
+        struct pollfd p = {.fd = STDIN_FILENO, .events = POLLIN};
+        int r = poll(&p, keys ? 1 : 0, (int)(next - now > 0 ? next - now : 0));
+        if (r > 0 && (p.revents & POLLIN)) {
+            char buf[64];
+            ssize_t n = read(STDIN_FILENO, buf, sizeof buf);
+            if (n <= 0)
+                quit = n == 0;
+            for (ssize_t k = 0; k < n && !quit; k++)
+                quit = !node_key(buf, n, &k, m, &o, expanded);
+        } else if (r > 0 && (p.revents & (POLLHUP | POLLERR))) {
+            quit = true;
+        }
+    }
+    restore_terminal();
+    cs_node_model_free(m);
+    if (got_signal) {
+        signal(got_signal, SIG_DFL);
+        raise(got_signal);
+    }
+    return CS_EXIT_OK;
+}
+
 int cs_cmd_top(int argc, char **argv)
 {
     bool once = false, reap = true;
     const char *path = NULL;
+    long interval = 1000;
+    struct cs_node_where where;
+    int rc = cs_node_where_defaults("top", &where);
+    if (rc)
+        return rc;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--once")) {
+        int w = cs_node_where_arg("top", argc, argv, &i, &where);
+        if (w < 0)
+            return -w;
+        if (w) {
+            continue;
+        } else if (!strcmp(argv[i], "--interval")) {
+            if (i + 1 >= argc || cs__parse_int(argv[++i], 100, 60000, &interval))
+                return cs_cli_usage_error("top", "--interval needs milliseconds from 100 to "
+                                                 "60000, e.g. --interval 1000");
+        } else if (!strcmp(argv[i], "--once")) {
             once = true;
         } else if (!strcmp(argv[i], "--no-reap")) {
             reap = false;
@@ -140,8 +280,10 @@ int cs_cmd_top(int argc, char **argv)
             path = argv[i];
         }
     }
+    if (!path)
+        return node_top(once, (int)interval, &where);
     struct cs_ledger l;
-    int rc = cs_status_open("top", path, reap, &l);
+    rc = cs_status_open("top", path, reap, &l);
     if (rc != CS_EXIT_OK)
         return rc;
     struct cs_status *st = malloc(sizeof *st);

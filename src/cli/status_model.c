@@ -46,7 +46,7 @@ static bool device_shown(const struct cs_ledger_header *h, int d)
 
 /* "probe", "failed(ENOENT)", "broker w3": the tier, the errno of the
  * last fallback when there was one, and post-init lock waits if any. */
-static void identity_text(const struct cs_status_process *p, char *out, size_t len)
+void cs_status_identity_text(const struct cs_status_process *p, char *out, size_t len)
 {
     int n = snprintf(out, len, "%s", cs__ledger_identity_name(p->identity));
     if (p->identity_reason && n > 0 && (size_t)n < len) {
@@ -57,6 +57,25 @@ static void identity_text(const struct cs_status_process *p, char *out, size_t l
         snprintf(out + n, len - (size_t)n, " w%" PRIu32, p->lock_waits);
 }
 
+void cs_status_from_slot(const struct cs_ledger_slot *s, int i, struct cs_status_process *p)
+{
+    memset(p, 0, sizeof *p);
+    p->slot = i;
+    p->pid = LD(&s->pid);
+    p->host_pid = LD(&s->host_pid);
+    p->identity = LD(&s->identity_tier);
+    p->identity_reason = LD(&s->identity_reason);
+    p->lock_waits = LD(&s->lock_waits);
+    p->suspended = LD(&s->run_state) == 1;
+    p->start_ns = LD(&s->start_ns);
+    p->throttled_ns = LD(&s->throttled_ns);
+    for (int d = 0; d < CS_MAX_DEVICES; d++) {
+        for (int c = 0; c < CS_MEM_NCATEGORIES; c++)
+            p->bytes[d][c] = LD(&s->bytes[d][c]);
+        p->gpu_ns[d] = LD(&s->gpu_ns[d]);
+    }
+}
+
 /* Copies a LIVE slot; false if it is not LIVE or keeps changing owner. */
 static bool read_slot(const struct cs_ledger *l, int i, struct cs_status_process *p)
 {
@@ -65,20 +84,7 @@ static bool read_slot(const struct cs_ledger *l, int i, struct cs_status_process
         if (__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) != CS_SLOT_LIVE)
             return false;
         uint64_t gen = __atomic_load_n(&s->generation, __ATOMIC_ACQUIRE);
-        memset(p, 0, sizeof *p);
-        p->slot = i;
-        p->pid = LD(&s->pid);
-        p->host_pid = LD(&s->host_pid);
-        p->identity = LD(&s->identity_tier);
-        p->identity_reason = LD(&s->identity_reason);
-        p->lock_waits = LD(&s->lock_waits);
-        p->suspended = LD(&s->run_state) == 1;
-        p->start_ns = LD(&s->start_ns);
-        for (int d = 0; d < CS_MAX_DEVICES; d++) {
-            for (int c = 0; c < CS_MEM_NCATEGORIES; c++)
-                p->bytes[d][c] = LD(&s->bytes[d][c]);
-            p->gpu_ns[d] = LD(&s->gpu_ns[d]);
-        }
+        cs_status_from_slot(s, i, p);
         p->alive = cs__ledger_slot_alive(l, i);
         if (__atomic_load_n(&s->generation, __ATOMIC_ACQUIRE) == gen &&
             __atomic_load_n(&s->state, __ATOMIC_ACQUIRE) == CS_SLOT_LIVE)
@@ -127,7 +133,7 @@ uint64_t cs_status_process_total(const struct cs_status_process *p, int dev)
     return t;
 }
 
-static const char *policy_name(uint32_t p)
+const char *cs_status_policy_name(uint32_t p)
 {
     switch (p) {
     case CS_POLICY_DEFAULT: return "default";
@@ -163,7 +169,7 @@ void cs_status_print_human(FILE *out, const struct cs_status *st)
     char created[32];
     format_time(st->created_ns, created, sizeof created);
     fprintf(out, "ledger %s (layout v%" PRIu32 ", policy %s, priority %" PRId32 ")\n", st->path,
-            st->version, policy_name(st->policy), st->priority);
+            st->version, cs_status_policy_name(st->policy), st->priority);
     int dead = 0;
     for (int i = 0; i < st->nproc; i++)
         dead += !st->proc[i].alive;
@@ -197,7 +203,7 @@ void cs_status_print_human(FILE *out, const struct cs_status *st)
     for (int i = 0; i < st->nproc; i++) {
         const struct cs_status_process *p = &st->proc[i];
         char ident[48];
-        identity_text(p, ident, sizeof ident);
+        cs_status_identity_text(p, ident, sizeof ident);
         char hp[16];
         if (p->host_pid)
             snprintf(hp, sizeof hp, "%" PRId32, p->host_pid);
@@ -231,7 +237,7 @@ void cs_status_print_human(FILE *out, const struct cs_status *st)
     }
 }
 
-static void json_string(FILE *out, const char *s)
+void cs_status_json_string(FILE *out, const char *s)
 {
     fputc('"', out);
     for (; *s; s++) {
@@ -249,17 +255,17 @@ static void json_string(FILE *out, const char *s)
 void cs_status_print_json(FILE *out, const struct cs_status *st)
 {
     fprintf(out, "{\"ledger\":");
-    json_string(out, st->path);
+    cs_status_json_string(out, st->path);
     fprintf(out, ",\"version\":%" PRIu32 ",\"policy\":\"%s\",\"priority\":%" PRId32
                  ",\"created_ns\":%" PRIu64 ",\"creator_pid\":%" PRId32 ",\"live\":%" PRIu64
                  ",\"reaped\":%" PRIu64 ",\"devices\":[",
-            st->version, policy_name(st->policy), st->priority, st->created_ns,
+            st->version, cs_status_policy_name(st->policy), st->priority, st->created_ns,
             st->creator_pid, st->live, st->reaped);
     for (int i = 0; i < st->ndev; i++) {
         const struct cs_status_device *d = &st->dev[i];
         fprintf(out, "%s{\"index\":%d,\"uuid\":", i ? "," : "", d->index);
         if (d->uuid[0])
-            json_string(out, d->uuid);
+            cs_status_json_string(out, d->uuid);
         else
             fprintf(out, "null");
         fprintf(out, ",\"limit\":%" PRIu64 ",\"used\":%" PRIu64 ",\"free\":", d->limit,
@@ -321,7 +327,7 @@ void cs_status_print_top(FILE *out, const struct cs_status *st, int width)
     format_time((uint64_t)ts.tv_sec * 1000000000u, now, sizeof now);
     fprintf(out, "cushare top  %s  %s  (q quits)\n", st->path, now);
     fprintf(out, "policy %s, %d processes, %" PRIu64 " reaped so far\n\n",
-            policy_name(st->policy), st->nproc, st->reaped);
+            cs_status_policy_name(st->policy), st->nproc, st->reaped);
     int bw = width - 48;
     if (bw < 10)
         bw = 10;

@@ -34,6 +34,7 @@ struct cs_status_process {
     uint32_t identity_reason;   /* errno of the last fallback, 0 none */
     uint32_t lock_waits;        /* post-init lock waits (legacy probe) */
     uint64_t start_ns;
+    uint64_t throttled_ns;      /* pacing sleep of this process */
     uint64_t bytes[CS_MAX_DEVICES][CS_MEM_NCATEGORIES];
     uint64_t gpu_ns[CS_MAX_DEVICES];
 };
@@ -61,6 +62,14 @@ void cs_status_settle(struct cs_ledger *l);
 
 /* Fills *st (large: allocate it) from the mapped ledger. */
 void cs_status_snapshot(const struct cs_ledger *l, struct cs_status *st);
+
+/* Copies slot i's fields (all but `alive`) from a slot image. */
+void cs_status_from_slot(const struct cs_ledger_slot *s, int i, struct cs_status_process *p);
+
+/* "broker(ENOENT) w3": identity tier, reason, post-init lock waits. */
+void cs_status_identity_text(const struct cs_status_process *p, char *out, size_t len);
+const char *cs_status_policy_name(uint32_t p);
+void cs_status_json_string(FILE *out, const char *s);
 
 uint64_t cs_status_process_total(const struct cs_status_process *p, int dev);
 

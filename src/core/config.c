@@ -115,8 +115,9 @@ struct opt {
 };
 
 enum opt_id {
-    O_MEM, O_SM, O_CACHE, O_POLICY, O_PRIORITY, O_BROKER, O_PROCFS, O_BOARD, O_HAMI_SIGNALS,
-    O_SM_BURST, O_SM_SHARE, O_LOG_LEVEL, O_LEDGER_TRUST, O_COUNT
+    O_MEM, O_SM, O_CACHE, O_POLICY, O_PRIORITY, O_BROKER, O_PROCFS, O_BOARD, O_REGISTRY,
+    O_HAMI_SIGNALS, O_SM_BURST, O_SM_SHARE, O_LOG_LEVEL, O_LEDGER_TRUST, O_HAMI_LOG_LEVEL,
+    O_DISABLE_CONTROL, O_OVERSUBSCRIBE, O_COUNT
 };
 
 static const struct opt options[O_COUNT] = {
@@ -134,6 +135,8 @@ static const struct opt options[O_COUNT] = {
                   "use the absolute path of a procfs mounted from the host PID namespace"},
     [O_BOARD] = {"CUSHARE_BOARD", OPT_PATH, false,
                  "use an absolute path for the node's board of limited tenants"},
+    [O_REGISTRY] = {"CUSHARE_REGISTRY", OPT_PATH, false,
+                    "use an absolute path DIR/BASE for the node's registry of ledgers"},
     [O_HAMI_SIGNALS] = {"CUSHARE_HAMI_SIGNALS", OPT_BOOL, false,
                         "use 1 to let SIGUSR2/SIGUSR1 suspend/resume (HAMi) or 0"},
     [O_SM_BURST] = {"CUSHARE_SM_BURST_US", OPT_INT, false,
@@ -147,6 +150,17 @@ static const struct opt options[O_COUNT] = {
                         "use owner (only a ledger of this user that nobody else can write) or "
                         "directory (the ledger's directory is private to this tenant, as "
                         "HAMi's per-container mount)"},
+    [O_HAMI_LOG_LEVEL] = {"LIBCUDA_LOG_LEVEL", OPT_INT, false,
+                          "use HAMi's numbers: 0 or 1 errors, 2 warnings, 3 info, 4 debug "
+                          "(CUSHARE_LOG_LEVEL wins when both are set)"},
+    [O_DISABLE_CONTROL] = {"CUDA_DISABLE_CONTROL", OPT_BOOL, false,
+                           "use true to make the library inert (no limits) or false"},
+    /* Oversubscription spills device memory to host memory behind the
+     * program's back: the budget would stop being a hard one. Refused with
+     * one message instead of being ignored, so nobody believes they have it. */
+    [O_OVERSUBSCRIBE] = {"CUDA_OVERSUBSCRIBE", OPT_BOOL, false,
+                         "cushare's budgets are hard and never spill to host memory: unset "
+                         "it or use false (in HAMi, keep deviceMemoryScaling at 1)"},
 };
 
 static int bad_value(const char *var, const char *value, const char *fix)
@@ -197,8 +211,12 @@ static int parse_one(struct cs_config *c, enum opt_id id, int dev, const char *v
         return 0;
     case O_CACHE:
     case O_PROCFS:
-    case O_BOARD: {
-        char *dst = id == O_CACHE ? c->ledger_path : id == O_PROCFS ? c->host_procfs : c->board_path;
+    case O_BOARD:
+    case O_REGISTRY: {
+        char *dst = id == O_CACHE    ? c->ledger_path
+                    : id == O_PROCFS ? c->host_procfs
+                    : id == O_BOARD  ? c->board_path
+                                     : c->registry_path;
         if (v[0] != '/' || strlen(v) >= sizeof c->ledger_path)
             return bad_value(var, v, o->fix);
         strcpy(dst, v);
@@ -212,6 +230,7 @@ static int parse_one(struct cs_config *c, enum opt_id id, int dev, const char *v
         if (cs__parse_int(v, INT_MIN, INT_MAX, &n))
             return bad_value(var, v, o->fix);
         c->priority = (int32_t)n;
+        c->priority_set = true;
         return 0;
     case O_BROKER:
     case O_HAMI_SIGNALS:
@@ -233,6 +252,22 @@ static int parse_one(struct cs_config *c, enum opt_id id, int dev, const char *v
         if (cs__log_parse_level(v, &c->log_level))
             return bad_value(var, v, o->fix);
         return 0;
+    case O_HAMI_LOG_LEVEL:
+        if (cs__parse_int(v, 0, 1000, &n))
+            return bad_value(var, v, o->fix);
+        c->hami_log_level = cs__log_from_hami((int)n);
+        return 0;
+    case O_DISABLE_CONTROL:
+    case O_OVERSUBSCRIBE: {
+        bool on = !strcasecmp(v, "true") || !strcmp(v, "1");
+        if (!on && strcasecmp(v, "false") && strcmp(v, "0"))
+            return bad_value(var, v, o->fix);
+        if (id == O_OVERSUBSCRIBE && on)
+            return bad_value(var, v, o->fix);
+        if (id == O_DISABLE_CONTROL)
+            c->disable_control = on;
+        return 0;
+    }
     case O_LEDGER_TRUST:
         if (strcasecmp(v, "owner") && strcasecmp(v, "directory"))
             return bad_value(var, v, o->fix);
@@ -294,10 +329,43 @@ static int check_device_names(char *const *env)
     return rc;
 }
 
+/* CUDA_DEVICE_MEMORY_SHARED_CACHE=<stem>.cache is HAMi's region: it stays
+ * there, in HAMi's layout, and cushare's ledger lives beside it as
+ * <stem>.cushare (docs/kubernetes.md). Any other name is the ledger. */
+static int split_hami_path(struct cs_config *c)
+{
+    size_t n = strlen(c->ledger_path), sn = strlen(CS_HAMI_SUFFIX);
+    if (n <= sn || strcmp(c->ledger_path + n - sn, CS_HAMI_SUFFIX))
+        return 0;
+    if (n - sn + strlen(CS_HAMI_LEDGER_SUFFIX) >= sizeof c->ledger_path)
+        return bad_value(options[O_CACHE].name, c->ledger_path, "use a shorter path");
+    memcpy(c->hami_path, c->ledger_path, n + 1);
+    strcpy(c->ledger_path + n - sn, CS_HAMI_LEDGER_SUFFIX);
+    return 0;
+}
+
+/* CUDA_DISABLE_CONTROL=true, HAMi's switch for a container that must run
+ * unlimited: no budget, no share, no shared file touched (a private
+ * ledger keeps `cushare status` truthful). The values were still parsed,
+ * so a malformed one is reported all the same. */
+static void disable_control(struct cs_config *c)
+{
+    memset(c->mem_limit, 0, sizeof c->mem_limit);
+    memset(c->mem_limit_set, 0, sizeof c->mem_limit_set);
+    memset(c->sm_limit, 0, sizeof c->sm_limit);
+    memset(c->sm_limit_set, 0, sizeof c->sm_limit_set);
+    c->mem_limit_all = 0;
+    c->sm_limit_all = 0;
+    c->ledger_path[0] = '\0';
+    c->hami_path[0] = '\0';
+    c->policy = CS_POLICY_DISABLE;
+}
+
 int cs__config_parse(struct cs_config *out, char *const *env)
 {
     memset(out, 0, sizeof *out);
     out->log_level = CS_LOG_WARN;
+    out->hami_log_level = -1;
     int rc = check_device_names(env);
     for (int id = 0; id < O_COUNT; id++) {
         const struct opt *o = &options[id];
@@ -315,6 +383,13 @@ int cs__config_parse(struct cs_config *out, char *const *env)
                 rc = -EINVAL;
         }
     }
+    if (out->ledger_path[0] && split_hami_path(out))
+        rc = -EINVAL;
+    const char *own_level = env_value(env, options[O_LOG_LEVEL].name);
+    if (out->hami_log_level >= 0 && (!own_level || !*own_level))
+        out->log_level = out->hami_log_level;
+    if (out->disable_control)
+        disable_control(out);
     return rc;
 }
 
@@ -358,6 +433,10 @@ void cs__config_dump(const struct cs_config *c, char *buf, size_t len)
                    (unsigned long long)m, s);
     }
     APPEND("ledger: %s\n", c->ledger_path[0] ? c->ledger_path : "(private)");
+    if (c->hami_path[0])
+        APPEND("hami region: %s\n", c->hami_path);
+    if (c->disable_control)
+        APPEND("control: disabled (CUDA_DISABLE_CONTROL)\n");
     APPEND("ledger trust: %s\n", c->ledger_trust_dir ? "directory" : "owner");
     APPEND("policy: %s\npriority: %d\n", policy_names[c->policy % 3], (int)c->priority);
     APPEND("hostpid broker: %s\nhost procfs: %s\n", c->hostpid_broker ? "on" : "off",

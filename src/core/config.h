@@ -22,16 +22,26 @@ struct cs_config {
     uint32_t sm_limit_all;                  /* CUDA_DEVICE_SM_LIMIT */
     uint32_t sm_limit[CS_MAX_DEVICES];      /* CUDA_DEVICE_SM_LIMIT_<i> */
     bool sm_limit_set[CS_MAX_DEVICES];
-    char ledger_path[4096];                 /* CUDA_DEVICE_MEMORY_SHARED_CACHE */
+    char ledger_path[4096];                 /* cushare's ledger: CUDA_DEVICE_MEMORY_SHARED_CACHE,
+                                               or beside it when that names a HAMi region */
+    char hami_path[4096];                   /* CUDA_DEVICE_MEMORY_SHARED_CACHE when it ends in
+                                               ".cache" (HAMi's name): the HAMi v1 region kept
+                                               there (src/hami); "" = none */
     uint32_t policy;                        /* GPU_CORE_UTILIZATION_POLICY */
     int32_t priority;                       /* CUDA_TASK_PRIORITY */
+    bool priority_set;
     bool hostpid_broker;                    /* LIBVGPU_HOSTPID_BROKER */
     char host_procfs[4096];                 /* LIBVGPU_HOST_PROCFS */
     char board_path[4096];                  /* CUSHARE_BOARD: node board of limited tenants */
+    char registry_path[4096];               /* CUSHARE_REGISTRY: node registry of ledgers */
     bool hami_signals;                      /* CUSHARE_HAMI_SIGNALS: SIGUSR2/1 suspend/resume */
     uint32_t sm_burst_us;                   /* CUSHARE_SM_BURST_US: pacing burst, 0 = default */
     bool sm_share_time;                     /* CUSHARE_SM_SHARE=time: no throughput corrections */
-    int log_level;                          /* CUSHARE_LOG_LEVEL (log.c reads it itself too) */
+    int log_level;                          /* CUSHARE_LOG_LEVEL, else LIBCUDA_LOG_LEVEL
+                                               (log.c reads them itself too) */
+    int hami_log_level;                     /* LIBCUDA_LOG_LEVEL mapped, -1 unset */
+    bool disable_control;                   /* CUDA_DISABLE_CONTROL=true: no limits, no
+                                               shared files (HAMi's meaning) */
     bool ledger_trust_dir;                  /* CUSHARE_LEDGER_TRUST=directory: the ledger's
                                                directory is private to the tenant */
 };
@@ -42,6 +52,13 @@ struct cs_config {
  * (CUDA_DEVICE_MEMORY_LIMIT_16, _01, _x) is an error: it would otherwise
  * be a limit nobody enforces. */
 int cs__config_from_env(struct cs_config *out);
+
+/* The suffix that marks a HAMi shared-region path, and the one cushare's
+ * ledger gets beside it: "<dir>/<uuid>.cache" keeps the HAMi region and
+ * "<dir>/<uuid>.cushare" the ledger. The ledger's name must not contain
+ * ".cache": HAMi's monitor takes the first such name in the directory. */
+#define CS_HAMI_SUFFIX ".cache"
+#define CS_HAMI_LEDGER_SUFFIX ".cushare"
 
 /* Same, from `env`: NULL-terminated "NAME=value" strings like environ;
  * the first entry of a name counts, as for getenv (tests, the CLI). */

@@ -31,13 +31,25 @@ int cs__log_parse_level(const char *s, int *out)
     return -EINVAL;
 }
 
+int cs__log_from_hami(int n)
+{
+    return n <= 1 ? CS_LOG_ERROR : n == 2 ? CS_LOG_WARN : n == 3 ? CS_LOG_INFO : CS_LOG_DEBUG;
+}
+
+/* CUSHARE_LOG_LEVEL, else HAMi's LIBCUDA_LOG_LEVEL, else warnings. A bad
+ * value is config.c's to report; here it only means the default. */
 static int read_level(void)
 {
     const char *v = getenv("CUSHARE_LOG_LEVEL");
     int level;
-    if (!v || !*v || cs__log_parse_level(v, &level))
-        return CS_LOG_WARN;
-    return level;
+    if (v && *v && !cs__log_parse_level(v, &level))
+        return level;
+    v = getenv("LIBCUDA_LOG_LEVEL");
+    char *end;
+    long n = v && *v ? strtol(v, &end, 10) : -1;
+    if (v && *v && !*end && n >= 0)
+        return cs__log_from_hami(n > 1000 ? 1000 : (int)n);
+    return CS_LOG_WARN;
 }
 
 int cs__log_enabled(enum cs_log_level level)

@@ -20,6 +20,11 @@ enum cs_log_level { CS_LOG_ERROR = 0, CS_LOG_WARN, CS_LOG_INFO, CS_LOG_DEBUG };
  * so that it can still say why. */
 int cs__log_parse_level(const char *s, int *out);
 
+/* HAMi-core's LIBCUDA_LOG_LEVEL number as our level: 0 and 1 errors (an
+ * error that fails a CUDA call closed is never silenced), 2 warnings (its
+ * default), 3 info, 4 and above debug. */
+int cs__log_from_hami(int n);
+
 int cs__log_enabled(enum cs_log_level level);
 void cs__log_write(enum cs_log_level level, const char *subsys, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -19,10 +19,12 @@
 #include "core/fork.h"
 #include "core/log.h"
 #include "core/userdir.h"
+#include "hami/hami.h"
 #include "cushare/phases.h"
 #include "hook/runtime.h"
 #include "limiter/limiter.h"
 #include "mem/admit.h"
+#include "node/node.h"
 
 struct cs_runtime cs_rt;
 
@@ -90,7 +92,9 @@ static void on_exit_leave(void)
 {
     if (__atomic_load_n(&init_state, __ATOMIC_ACQUIRE) != 1)
         return;
+    int slot = cs_rt.ledger.slot;
     cs__ledger_leave(&cs_rt.ledger);
+    cs__hami_sync_slot(slot);
     /* Still named: the last process of the tree removes it. */
     if (private_ledger && private_named)
         cs__ledger_remove_if_unused(&cs_rt.ledger);
@@ -209,6 +213,9 @@ static int open_ledger(void)
     if (rc)
         return rc;
     rc = cs__ledger_claim(&cs_rt.ledger);
+    if (!rc)
+        cs__node_register(cs_rt.cfg.registry_path, cs_rt.ledger.path, cs_rt.ledger.fd,
+                          cs_rt.ledger.hdr->created_ns);
     if (!rc && private_ledger)
         settle_private_ledger();
     return rc;
@@ -232,6 +239,13 @@ static int first_init(void)
         cs_err("init", "no ledger, so no accounting: CUDA initialisation fails (fail closed)");
         return rc;
     }
+    /* HAMi's monitor must see every tenant it limits: no region, no CUDA. */
+    rc = cs__hami_open(&cs_rt.cfg);
+    if (rc) {
+        cs_err("init", "HAMi region missing: CUDA initialisation fails (fail closed)");
+        return rc;
+    }
+    cs__hami_sync_all();
     return 0;
 }
 
@@ -240,6 +254,8 @@ static int reinit_after_fork(void)
     int rc = cs__ledger_after_fork(&cs_rt.ledger);
     if (!rc)
         rc = cs__ledger_claim(&cs_rt.ledger);
+    if (!rc)
+        cs__hami_sync_slot(cs_rt.ledger.slot);
     if (rc)
         cs_err("init", "fork child could not claim its own ledger slot: %s", strerror(-rc));
     return rc;
@@ -304,6 +320,7 @@ void cs__init_devices(void)
                 learn_device(d, dev);
         }
         __atomic_store_n(&cs_rt.device_count, n, __ATOMIC_RELEASE);
+        cs__hami_set_devices();
     }
     pthread_mutex_unlock(&init_mutex);
 }

@@ -288,6 +288,7 @@ static void init_slot(struct cs_ledger *l, int idx)
     STORE_RLX(&s->run_state, 0u);
     STORE_RLX(&s->start_ns, (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec);
     STORE_RLX(&s->pidns_ino, pidns_inode());
+    STORE_RLX(&s->throttled_ns, 0);
     for (int d = 0; d < CS_MAX_DEVICES; d++) {
         for (int c = 0; c < CS_MEM_CATEGORY_SLOTS; c++)
             STORE_RLX(&s->bytes[d][c], 0);

@@ -22,6 +22,7 @@
  * rule the tenant) and clears the flag when no device has a limit.
  */
 #define _GNU_SOURCE
+#include "hami/hami.h"
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -521,6 +522,10 @@ static void pace_sleep(struct cs_lim_dev *D, int64_t wait)
     uint64_t slept = (uint64_t)(cs__lim_now() - t0);
     CS_LIM_STAT_ADD(sleep_ns, slept);
     __atomic_fetch_add(&D->sleep_ns, slept, __ATOMIC_RELAXED);
+    /* Published for the node view (throttled %), not read back here. */
+    struct cs_ledger_slot *s = cs__lim_my_slot();
+    if (s)
+        __atomic_fetch_add(&s->throttled_ns, slept, __ATOMIC_RELAXED);
 }
 
 /* Waits until the law lets the next launch of device `dev` go; returns
@@ -584,6 +589,20 @@ static void issue_ticket(struct cs_lim_ticket *t, struct cs_lim_dev *D, struct c
     }
 }
 
+/* HAMi's monitor holds back a limited container whose priority is lower
+ * than a busy one's by writing recent_kernel = -1 (HAMi-core sleeps in its
+ * launch path until the value is 0 again); we do the same, in 20 ms steps
+ * so a release is seen soon. docs/kubernetes.md. */
+static void hold_while_hami_blocks(void)
+{
+    if (!cs__hami_launch_tick())
+        return;
+    CS_LIM_STAT_ADD(hami_holds, 1);
+    const struct timespec step = {0, 20 * 1000 * 1000};
+    while (cs__hami_launch_tick())
+        nanosleep(&step, NULL);
+}
+
 void cs__limiter_pace(struct cs_lim_ticket *t, CUstream stream, enum cs_lim_path path,
                       uint64_t sig)
 {
@@ -609,6 +628,7 @@ void cs__limiter_pace(struct cs_lim_ticket *t, CUstream stream, enum cs_lim_path
     struct cs_lim_ctx *cx = ctx_get(ctx);
     struct cs_lim_dev *D = cx ? &cs__lim_devs[cx->dev] : NULL;
     if (D && D->pct) { /* pct: written once at arming, before arm_decided */
+        hold_while_hami_blocks();
         CS_LIM_STAT_ADD(paced_launches, 1);
         CS_LIM_STAT_ADD(launches_by_path[path], 1);
         t->sig = sig;

@@ -134,6 +134,8 @@ struct cushare_limiter_stats {
                                    their stream was capturing */
     uint64_t launches_by_path[CS_LIM_NPATHS]; /* per enum cs_lim_path,
                                                  slow path only */
+    uint64_t hami_holds;        /* launches HAMi's monitor held back
+                                   (recent_kernel < 0) */
 };
 
 #endif

@@ -38,6 +38,7 @@
  * (src/identity). The legacy probe is not run by the limiter.
  */
 #define _GNU_SOURCE
+#include "hami/hami.h"
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
@@ -539,6 +540,15 @@ static void tick(int64_t now)
         }
         if (policy == CS_POLICY_FORCE) {
             __atomic_store_n(&D->engaged, 1, __ATOMIC_RELAXED);
+            continue;
+        }
+        /* Under HAMi's monitor its utilization_switch decides, as it does
+         * for HAMi-core: it sees every container of the node. */
+        int hami = cs__hami_util_switch();
+        if (hami >= 0) {
+            if (__atomic_exchange_n(&D->engaged, hami, __ATOMIC_RELAXED) != hami)
+                cs_info(SUBSYS, "device %d: pacing %s by HAMi's utilization_switch", d,
+                        hami ? "engaged" : "released");
             continue;
         }
         int foreign = foreign_pct(d, util_now, (int)(share_as_nvml_sees(d) / 10000));

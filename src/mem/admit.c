@@ -4,6 +4,7 @@
 #include <stdbool.h>
 
 #include "core/log.h"
+#include "hami/hami.h"
 
 CUresult cs__admit(int dev, enum cs_mem_category cat, uint64_t bytes)
 {
@@ -14,11 +15,14 @@ CUresult cs__admit(int dev, enum cs_mem_category cat, uint64_t bytes)
         cs__pools_settle();
         rc = cs__ledger_reserve(&cs_rt.ledger, dev, cat, bytes);
     }
-    if (rc == 0)
+    if (rc == 0) {
+        cs__hami_sync_slot(cs_rt.ledger.slot);
         return CUDA_SUCCESS;
+    }
     if (rc == -ENOTRECOVERABLE)
         return CUDA_ERROR_OUT_OF_MEMORY; /* the ledger was damaged in use; it said so */
     if (rc == -ENOMEM) {
+        cs__hami_sync_all(); /* the refusal reaped the dead first */
         cs_info("mem", "device %d: %llu bytes refused: %llu of %llu in use", dev,
                 (unsigned long long)bytes,
                 (unsigned long long)cs__ledger_used(&cs_rt.ledger, dev),
@@ -32,8 +36,10 @@ CUresult cs__admit(int dev, enum cs_mem_category cat, uint64_t bytes)
 
 void cs__give_back(int dev, enum cs_mem_category cat, uint64_t bytes)
 {
-    if (dev >= 0 && bytes)
+    if (dev >= 0 && bytes) {
         cs__ledger_release(&cs_rt.ledger, dev, cat, bytes);
+        cs__hami_sync_slot(cs_rt.ledger.slot);
+    }
 }
 
 int cs__commit(enum cs_track_kind kind, uint64_t key, int dev, enum cs_mem_category cat,

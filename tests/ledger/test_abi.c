@@ -77,7 +77,7 @@ static void check_layout(void)
     OFF(cs_ledger_slot, start_ns, 32);
     OFF(cs_ledger_slot, pidns_ino, 40);
     OFF(cs_ledger_slot, generation, 48);
-    OFF(cs_ledger_slot, reserved0, 56);
+    OFF(cs_ledger_slot, throttled_ns, 56);
     OFF(cs_ledger_slot, bytes, 64);
     SZ(cs_ledger_slot, bytes, 16 * 12 * 8);
     OFF(cs_ledger_slot, bytes[1][0], 64 + 96);

@@ -184,8 +184,53 @@ static void table(void)
     CHECK_EQ_U(cs__config_mem_limit(&c, 0), 1ull << 30);
 }
 
+/* HAMi's variables keep HAMi's meanings (docs/kubernetes.md). */
+static void hami_contract(void)
+{
+    struct cs_config c;
+    const char *cache[] = {"CUDA_DEVICE_MEMORY_SHARED_CACHE=/usr/local/vgpu/ab-12.cache",
+                           "CUDA_DEVICE_MEMORY_LIMIT_0=3000m", "CUDA_DEVICE_SM_LIMIT=0", NULL};
+    CHECK_EQ(parse(&c, cache), 0);
+    CHECK_STREQ(c.hami_path, "/usr/local/vgpu/ab-12.cache");
+    CHECK_STREQ(c.ledger_path, "/usr/local/vgpu/ab-12.cushare");
+    CHECK_EQ_U(cs__config_mem_limit(&c, 0), 3000ull << 20);
+    CHECK_EQ_U(cs__config_sm_limit(&c, 0), 0);
+    const char *plain[] = {"CUDA_DEVICE_MEMORY_SHARED_CACHE=/tmp/t.ledger", NULL};
+    CHECK_EQ(parse(&c, plain), 0);
+    CHECK_STREQ(c.hami_path, "");
+    CHECK_STREQ(c.ledger_path, "/tmp/t.ledger");
+
+    const char *logs[] = {"LIBCUDA_LOG_LEVEL=4", NULL};
+    CHECK_EQ(parse(&c, logs), 0);
+    CHECK_EQ(c.log_level, CS_LOG_DEBUG);
+    const char *both[] = {"LIBCUDA_LOG_LEVEL=4", "CUSHARE_LOG_LEVEL=error", NULL};
+    CHECK_EQ(parse(&c, both), 0);
+    CHECK_EQ(c.log_level, CS_LOG_ERROR);
+    const char *zero[] = {"LIBCUDA_LOG_LEVEL=0", NULL};
+    CHECK_EQ(parse(&c, zero), 0);
+    CHECK_EQ(c.log_level, CS_LOG_ERROR);
+
+    const char *off[] = {"CUDA_DISABLE_CONTROL=true", "CUDA_DEVICE_MEMORY_LIMIT=1g",
+                         "CUDA_DEVICE_SM_LIMIT_0=20", "CUDA_DEVICE_MEMORY_SHARED_CACHE=/v/x.cache",
+                         NULL};
+    CHECK_EQ(parse(&c, off), 0);
+    CHECK_EQ_U(cs__config_mem_limit(&c, 0), 0);
+    CHECK_EQ_U(cs__config_sm_limit(&c, 0), 0);
+    CHECK_STREQ(c.ledger_path, "");
+    CHECK_STREQ(c.hami_path, "");
+    const char *on[] = {"CUDA_DISABLE_CONTROL=false", "CUDA_DEVICE_MEMORY_LIMIT=1g",
+                        "CUDA_OVERSUBSCRIBE=false", NULL};
+    CHECK_EQ(parse(&c, on), 0);
+    CHECK_EQ_U(cs__config_mem_limit(&c, 0), 1ull << 30);
+
+    const char *bad[] = {"CUDA_OVERSUBSCRIBE=true", "CUDA_DISABLE_CONTROL=yes",
+                         "LIBCUDA_LOG_LEVEL=loud", "LIBCUDA_LOG_LEVEL=-1", NULL};
+    refused(bad);
+}
+
 int main(void)
 {
+    hami_contract();
     sizes();
     lists();
     log_levels();

@@ -1,0 +1,46 @@
+/*
+ * The HAMi v1 shared region kept at CUDA_DEVICE_MEMORY_SHARED_CACHE when
+ * that path ends in ".cache" (include/cushare/hami_v1.h, docs/kubernetes.md).
+ * It is a projection of the ledger, never the source of truth: admission
+ * reads only the ledger. Each process writes the region slot with the
+ * index of its own ledger slot (so no lock is needed between processes),
+ * and zeroes slots whose ledger slot it saw FREE after a reap. From the
+ * region it reads the monitor's feedback, which steers only the compute
+ * limiter: recent_kernel < 0 holds this tenant's limited launches back,
+ * utilization_switch decides whether policy `default` paces.
+ *
+ * State: the mapping is set once under the init mutex (cs__hami_open,
+ * first initialisation) and read-only afterwards; a fork child keeps it
+ * (MAP_SHARED, same file). Everything below is a no-op without a region.
+ */
+#ifndef CS_HAMI_HAMI_H
+#define CS_HAMI_HAMI_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct cs_config;
+
+/* Opens or creates the region at cfg->hami_path (no-op when empty).
+ * 0, or -errno after one message naming the file and the fix (a file
+ * that is not a HAMi v1 region, or cannot be created). */
+int cs__hami_open(const struct cs_config *cfg);
+
+/* Copies ledger slot `idx` (ours, or one found FREE) into region slot idx. */
+void cs__hami_sync_slot(int idx);
+/* Every slot, after a reap returned dead processes' bytes. */
+void cs__hami_sync_all(void);
+/* Device count and UUIDs, once the driver told them (after cuInit). */
+void cs__hami_set_devices(void);
+
+/* Called from the limiter's armed launch path, at most once a second per
+ * process: marks the tenant active for the monitor (recent_kernel = 2,
+ * last_kernel_time) unless the monitor blocks it, and refreshes our slot's
+ * SM use. Returns true while the monitor blocks us (recent_kernel < 0). */
+bool cs__hami_launch_tick(void);
+/* The monitor's utilization_switch: 1 = the SM limit applies under policy
+ * default, 0 = not; -1 without a region. */
+int cs__hami_util_switch(void);
+bool cs__hami_active(void);
+
+#endif

@@ -1,0 +1,243 @@
+/*
+ * The registry of ledgers (node.h): one file per user in the node
+ * directory, written with pwrite under an OFD write lock on byte 0, read
+ * with pread, never mapped (a file truncated under a reader is a short
+ * read, never a SIGBUS).
+ *
+ * Liveness is a lock, not a timestamp: the registrant takes a shared OFD
+ * lock on byte CS_REG_LOCK_BASE + i of its file for record i and keeps
+ * the descriptor open (O_CLOEXEC). Fork children share the description
+ * and so the lock; the kernel drops it when the last of them dies, by
+ * any death. A reader asks F_OFD_GETLK for a write lock on the byte: a
+ * conflict means some registrant lives.
+ *
+ * The directory gets the board's checks (board.c): a real directory,
+ * owned by root or by us, sticky when others can write it.
+ *
+ * Threads: cs__node_register runs once per process image, from the
+ * library's initialisation (its caller holds the init mutex); reg_fd is
+ * written only there and by nobody else.
+ */
+#define _GNU_SOURCE
+#include "node/node.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/log.h"
+#include "node/internal.h"
+
+#define SUBSYS "node"
+
+static int reg_fd = -1; /* our registry file, kept open for the lock */
+
+uint32_t cs__reg_check(const struct cs_reg_record *r)
+{
+    const uint8_t *p = (const uint8_t *)r;
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < offsetof(struct cs_reg_record, check); i++)
+        h = (h ^ p[i]) * 16777619u;
+    return h;
+}
+
+bool cs__reg_record_intact(const struct cs_reg_record *r)
+{
+    return r->dev | r->ino ? r->check == cs__reg_check(r) && memchr(r->path, 0, sizeof r->path)
+                           : false;
+}
+
+void cs__reg_init_header(struct cs_reg_header *h, uint32_t uid)
+{
+    memset(h, 0, sizeof *h);
+    memcpy(h->magic, CS_REG_MAGIC, 8);
+    h->version = CS_REG_VERSION;
+    h->header_size = sizeof(struct cs_reg_header);
+    h->record_size = sizeof(struct cs_reg_record);
+    h->records = CS_REG_RECORDS;
+    h->uid = uid;
+}
+
+bool cs__reg_header_ok(const struct cs_reg_header *h, uint32_t uid)
+{
+    struct cs_reg_header want;
+    cs__reg_init_header(&want, uid);
+    return !memcmp(h, &want, offsetof(struct cs_reg_header, reserved));
+}
+
+off_t cs__reg_offset(unsigned i)
+{
+    return (off_t)(sizeof(struct cs_reg_header) + (size_t)i * sizeof(struct cs_reg_record));
+}
+
+bool cs_node_pread(int fd, void *buf, size_t len, off_t off)
+{
+    ssize_t n;
+    do
+        n = pread(fd, buf, len, off);
+    while (n < 0 && errno == EINTR);
+    return n == (ssize_t)len;
+}
+
+static bool full_pwrite(int fd, const void *buf, size_t len, off_t off)
+{
+    ssize_t n;
+    do
+        n = pwrite(fd, buf, len, off);
+    while (n < 0 && errno == EINTR);
+    return n == (ssize_t)len;
+}
+
+bool cs_node_lock_held(int fd, uint64_t byte)
+{
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = (off_t)byte,
+                       .l_len = 1};
+    if (fcntl(fd, F_OFD_GETLK, &fl) != 0)
+        return true; /* cannot tell: never call a registrant dead on a guess */
+    return fl.l_type != F_UNLCK;
+}
+
+static bool lock_byte(int fd, short type, uint64_t byte, bool wait)
+{
+    struct flock fl = {.l_type = type, .l_whence = SEEK_SET, .l_start = (off_t)byte, .l_len = 1};
+    int r;
+    do
+        r = fcntl(fd, wait ? F_OFD_SETLKW : F_OFD_SETLK, &fl);
+    while (r != 0 && errno == EINTR);
+    return r == 0;
+}
+
+int cs__node_open_dir(const char *dir, bool create)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT && create) {
+        bool made = mkdir(dir, 0700) == 0;
+        fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        struct stat st;
+        if (fd >= 0 && made && !fstat(fd, &st) && st.st_uid == geteuid())
+            fchmod(fd, CS_NODE_DIR_MODE);
+    }
+    if (fd < 0)
+        return -errno;
+    struct stat st;
+    if (fstat(fd, &st) || (st.st_uid != 0 && st.st_uid != geteuid()) ||
+        ((st.st_mode & 022) && !(st.st_mode & S_ISVTX))) {
+        close(fd);
+        return -EPERM;
+    }
+    return fd;
+}
+
+/* Our file, made whole (size, header) under the write lock. A bad header
+ * means nobody could read the records, so they go with it. */
+static bool repair_own(int fd, uint32_t uid)
+{
+    struct stat st;
+    struct cs_reg_header h;
+    if (fstat(fd, &st))
+        return false;
+    if ((st.st_mode & 07777) != 0644)
+        fchmod(fd, 0644);
+    if (st.st_size == CS_REG_SIZE && cs_node_pread(fd, &h, sizeof h, 0) &&
+        cs__reg_header_ok(&h, uid))
+        return true;
+    cs__reg_init_header(&h, uid);
+    return !ftruncate(fd, 0) && !ftruncate(fd, CS_REG_SIZE) && full_pwrite(fd, &h, sizeof h, 0);
+}
+
+static int open_own(int dirfd, const char *name, uint32_t uid)
+{
+    int fd = openat(dirfd, name, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return -errno;
+    struct stat st;
+    if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_uid != uid) {
+        close(fd);
+        return -EPERM;
+    }
+    return fd;
+}
+
+/* The record for our ledger: one that already names it, else a free or
+ * stale one. Under the file's write lock. -1 when every record is live. */
+static int pick_record(int fd, const struct cs_reg_record *want, bool *same)
+{
+    static struct cs_reg_record recs[CS_REG_RECORDS]; /* under the init mutex */
+    if (!cs_node_pread(fd, recs, sizeof recs, cs__reg_offset(0)))
+        return -1;
+    int spare = -1;
+    for (unsigned i = 0; i < CS_REG_RECORDS; i++) {
+        const struct cs_reg_record *r = &recs[i];
+        bool intact = cs__reg_record_intact(r);
+        if (intact && r->dev == want->dev && r->ino == want->ino &&
+            r->created_ns == want->created_ns) {
+            *same = cs_node_lock_held(fd, CS_REG_LOCK_BASE + i);
+            return (int)i;
+        }
+        if (spare < 0 && (!intact || !cs_node_lock_held(fd, CS_REG_LOCK_BASE + i)))
+            spare = (int)i;
+    }
+    *same = false;
+    return spare;
+}
+
+static int register_in(int fd, const struct cs_reg_record *rec)
+{
+    if (!lock_byte(fd, F_WRLCK, 0, true))
+        return -errno;
+    int rc = -ENOSPC;
+    bool same = false;
+    int i = repair_own(fd, (uint32_t)geteuid()) ? pick_record(fd, rec, &same) : -1;
+    /* A live record of the same ledger keeps its registrant's pid/fd: we
+     * only add our lock to it. */
+    if (i >= 0 && (same || full_pwrite(fd, rec, sizeof *rec, cs__reg_offset((unsigned)i))))
+        rc = lock_byte(fd, F_RDLCK, CS_REG_LOCK_BASE + (unsigned)i, false) ? 0 : -errno;
+    lock_byte(fd, F_UNLCK, 0, false);
+    return rc;
+}
+
+void cs__node_register(const char *registry, const char *path, int fd, uint64_t created_ns)
+{
+    if (reg_fd >= 0)
+        return;
+    if (!registry || !*registry)
+        registry = CS_REG_DEFAULT_PATH;
+    struct stat st;
+    struct cs_reg_record rec;
+    memset(&rec, 0, sizeof rec);
+    if (fstat(fd, &st) || strlen(path) >= sizeof rec.path) {
+        cs_info(SUBSYS, "ledger %s not registered (path too long for the registry): "
+                "the node view finds it only by a directory scan", path);
+        return;
+    }
+    rec.dev = (uint64_t)st.st_dev;
+    rec.ino = (uint64_t)st.st_ino;
+    rec.created_ns = created_ns;
+    rec.pid = (int32_t)getpid();
+    rec.fd = fd;
+    strcpy(rec.path, path);
+    rec.check = cs__reg_check(&rec);
+
+    char dir[4096], name[320];
+    const char *base;
+    cs__path_dir(registry, dir, sizeof dir, &base);
+    snprintf(name, sizeof name, "%s.%u", base, (unsigned)geteuid());
+    int dirfd = cs__node_open_dir(dir, true);
+    int own = dirfd >= 0 ? open_own(dirfd, name, (uint32_t)geteuid()) : dirfd;
+    int rc = own >= 0 ? register_in(own, &rec) : own;
+    if (dirfd >= 0)
+        close(dirfd);
+    if (rc) {
+        if (own >= 0)
+            close(own);
+        cs_info(SUBSYS, "ledger %s not registered in %s/%s (%s): the node view may not "
+                "list this tenant", path, dir, name, strerror(-rc));
+        return;
+    }
+    reg_fd = own;
+}

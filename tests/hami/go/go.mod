@@ -1,0 +1,3 @@
+module cushare.test/hami
+
+go 1.19

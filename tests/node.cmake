@@ -1,0 +1,11 @@
+# The node view (src/node, src/cli/node_*.c): `cushare top` driven through a
+# pseudo-terminal with several tenants on the fake driver, and the exporter
+# checked by promtool and scraped by a real Prometheus (Debian `prometheus`;
+# skipped, visibly, when absent). Shell tests: the tenants are
+# limiter_worker processes under the preload.
+foreach(case top exporter)
+  add_test(NAME node_${case} COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/node/test_${case}.sh)
+  set_tests_properties(node_${case} PROPERTIES
+    ENVIRONMENT "${CS_TEST_ENV};CS_BUILD_DIR=${CMAKE_BINARY_DIR};CS_SOURCE_DIR=${CMAKE_SOURCE_DIR};CUSHARE_LOG_LEVEL=warn;FAKECUDA_MEM=16g"
+    TIMEOUT 180 SKIP_RETURN_CODE 77 FIXTURES_REQUIRED stale_ledgers)
+endforeach()

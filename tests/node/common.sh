@@ -1,0 +1,38 @@
+# Shared by the node tests: tenants on the fake driver, registered in a
+# private registry, and waits on conditions with CS_TEST_SCALE deadlines.
+set -u
+B=${CS_BUILD_DIR:?}
+SCALE=${CS_TEST_SCALE:-1}
+T=$B/tmp/node_$1
+rm -rf "$T"; mkdir -p "$T/reg"; chmod 1777 "$T/reg"
+export CUSHARE_REGISTRY=$T/reg/cushare-ledgers
+export CUSHARE_BOARD=$T/reg/cushare-board
+export FAKECUDA_STATE=$T/fake.state
+export FAKECUDA_NS_PER_BLOCK=1000
+CLI=$B/cushare
+PIDS=()
+cleanup() { for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done; wait 2>/dev/null; }
+trap cleanup EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# tenant NAME MEM SM [POLICY]: a limiter_worker launching for 120 s.
+tenant() {
+  local env=(CUDA_DEVICE_MEMORY_SHARED_CACHE="$T/$1.ledger" CUDA_DEVICE_MEMORY_LIMIT="$2")
+  [ "$3" != 0 ] && env+=(CUDA_DEVICE_SM_LIMIT="$3" GPU_CORE_UTILIZATION_POLICY=force)
+  env "${env[@]}" LD_PRELOAD="$B/libcushare.so" "$B/limiter_worker" --secs 120 --blocks 2000 \
+      --sync 1 >"$T/$1.out" 2>&1 &
+  PIDS+=($!)
+}
+
+# wait_for SECONDS DESCRIPTION COMMAND...: polls COMMAND until it succeeds.
+wait_for() {
+  local limit=$(( $1 * SCALE )) what=$2; shift 2
+  local end=$(( $(date +%s) + limit ))
+  until "$@"; do
+    [ "$(date +%s)" -lt "$end" ] || fail "timed out after ${limit}s waiting for: $what"
+    sleep 0.1
+  done
+}
+
+node_json() { "$CLI" status --json --no-scan >"$T/node.json" 2>"$T/node.err"; }
+tenants_live() { node_json && [ "$(grep -o '"state":"live"' "$T/node.json" | wc -l)" -ge "$1" ]; }
