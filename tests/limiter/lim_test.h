@@ -76,7 +76,8 @@ static inline const char *lim_kv(const char *fmt, ...)
 }
 
 /* A worker: environment assignments (NULL-terminated) and arguments
- * (NULL-terminated, without the program). Runs under the preload. */
+ * (NULL-terminated, without the program). Runs under the preload. Without
+ * --secs, --count or --stop it runs until lim_wait. */
 static inline pid_t lim_spawn(const char *const *env, const char *const *args)
 {
     const char *b = getenv("CS_BUILD_DIR");
@@ -86,8 +87,19 @@ static inline pid_t lim_spawn(const char *const *env, const char *const *args)
     snprintf(prog, sizeof prog, "%s/limiter_worker", b);
     const char *argv[64] = {prog};
     int n = 1;
-    for (int i = 0; args && args[i] && n < 63; i++)
+    bool timed = false;
+    for (int i = 0; args && args[i] && n < 61; i++) {
+        timed |= !strcmp(args[i], "--secs") || !strcmp(args[i], "--count") ||
+                 !strcmp(args[i], "--stop");
         argv[n++] = args[i];
+    }
+    /* No end of its own: it runs until lim_wait, so it outlives any
+     * sampling however late the CPU let this test start sampling. */
+    if (!timed) {
+        unlink(lim_path("stop"));
+        argv[n++] = "--stop";
+        argv[n++] = lim_path("stop");
+    }
     /* The test's own assignments come last and so win. */
     const char *full_env[72] = {lim_kv("LD_PRELOAD=%s", lib),
                                 lim_kv("CUSHARE_LOG_LEVEL=%s", getenv("LIM_LOG") ? getenv("LIM_LOG") : "warn")};
@@ -103,6 +115,9 @@ static inline pid_t lim_spawn(const char *const *env, const char *const *args)
  * tests' CTest timeout is killed and counts as -1. */
 static inline int lim_wait(pid_t pid)
 {
+    FILE *f = fopen(lim_path("stop"), "w");   /* ends workers without --secs */
+    CHECK(f != NULL);
+    fclose(f);
     return cs_exit_code(cs_wait_child(pid, 60000));
 }
 

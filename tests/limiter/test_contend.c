@@ -56,7 +56,7 @@ static const char **tenant_env(const char *gpu, const char *ledger, const char *
 static void recovery(void)
 {
     struct fakecuda_state *gpu = lim_gpu("gpu.state");
-    const char *a_args[] = {"--secs", "4.6", "--blocks", "1000", "--sync", "8", "--out",
+    const char *a_args[] = {"--blocks", "1000", "--sync", "8", "--out",
                             lim_path("a.out"), NULL};
     const char *b_args[] = {"--secs", "2", "--blocks", "1000", "--sync", "2", "--out",
                             lim_path("b.out"), NULL};
@@ -86,9 +86,9 @@ static void priority(void)
     const char *gname[2] = {"eq.state", "pr.state"};
     pid_t pid[2][2];
     for (int k = 0; k < 2; k++) {
-        const char *h_args[] = {"--secs", "3", "--blocks", "1000", "--sync", "8", "--out",
+        const char *h_args[] = {"--blocks", "1000", "--sync", "8", "--out",
                                 lim_path(lim_kv("h%d.out", k)), NULL};
-        const char *l_args[] = {"--secs", "3", "--blocks", "1000", "--sync", "8", "--out",
+        const char *l_args[] = {"--blocks", "1000", "--sync", "8", "--out",
                                 lim_path(lim_kv("l%d.out", k)), NULL};
         pid[k][0] = lim_spawn(tenant_env(gname[k], lim_kv("h%d.ledger", k), "50",
                                          k ? "0" : "1"), h_args);
@@ -132,9 +132,9 @@ static void priority(void)
 static void timeslice(void)
 {
     struct fakecuda_state *gpu = lim_gpu("gpu.state");
-    const char *a_args[] = {"--secs", "3.4", "--blocks", "200", "--sync", "8", "--out",
+    const char *a_args[] = {"--blocks", "200", "--sync", "8", "--out",
                             lim_path("a.out"), NULL};
-    const char *b_args[] = {"--secs", "3.4", "--blocks", "200", "--sync", "8", "--out",
+    const char *b_args[] = {"--blocks", "200", "--sync", "8", "--out",
                             lim_path("b.out"), NULL};
     const char **ea = tenant_env("gpu.state", "a.ledger", "25", NULL);
     const char **eb = tenant_env("gpu.state", "b.ledger", "75", NULL);
@@ -173,7 +173,7 @@ static void pair_both_modes(const char *const *extra, double ab[2][2], double st
     pid_t pid[2][2];
     for (int k = 0; k < 2; k++) {
         for (int j = 0; j < 2; j++) {
-            const char *args[] = {"--secs", "5", "--blocks", "200", "--sync", "8", "--out",
+            const char *args[] = {"--blocks", "200", "--sync", "8", "--out",
                                   lim_path(lim_kv("%d%d.out", k, j)), NULL};
             const char **e = tenant_env(k ? "time.state" : "tput.state",
                                         lim_kv("%d%d.ledger", k, j), j ? "75" : "25", NULL);
@@ -225,7 +225,7 @@ static void boost(void)
     struct fakecuda_state *g[2] = {lim_gpu("tput.state"), lim_gpu("time.state")};
     pid_t pid[2];
     for (int k = 0; k < 2; k++) {
-        const char *args[] = {"--secs", "4", "--blocks", "200", "--sync", "8", "--out",
+        const char *args[] = {"--blocks", "200", "--sync", "8", "--out",
                               lim_path(lim_kv("%d.out", k)), NULL};
         const char **e = tenant_env(k ? "time.state" : "tput.state", lim_kv("%d.ledger", k),
                                     "50", NULL);

@@ -40,7 +40,7 @@ static int run_batch(int first, int last)
             NULL};
         /* Plain variants alternate between a created stream and the
          * default stream; per-thread ones use the per-thread stream. */
-        const char *args[] = {"--secs", "2", "--blocks", "500", "--sync", "8", "--path", paths[i],
+        const char *args[] = {"--blocks", "500", "--sync", "8", "--path", paths[i],
                               "--out", lim_path(lim_kv("w%d.out", i)),
                               (i % 4 == 0) ? "--stream" : NULL, NULL};
         pid[i - first] = lim_spawn(env, args);

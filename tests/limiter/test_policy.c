@@ -18,7 +18,7 @@ static void one(const char *policy, double want_min, double want_max)
                                               lim_path("t.ledger")),
         "CUDA_DEVICE_SM_LIMIT=25", lim_kv("GPU_CORE_UTILIZATION_POLICY=%s", policy),
         lim_kv("CUSHARE_BOARD=%s", lim_path("board")), NULL};
-    const char *args[] = {"--secs", "2.5", "--blocks", "1000", "--sync", "8", "--out",
+    const char *args[] = {"--blocks", "1000", "--sync", "8", "--out",
                           lim_path("w.out"), NULL};
     pid_t pid = lim_spawn(env, args);
     static struct lim_series s;
@@ -52,7 +52,7 @@ static void perdev(void)
             "CUDA_DEVICE_SM_LIMIT_0=25", "CUDA_DEVICE_SM_LIMIT_1=50",
             "GPU_CORE_UTILIZATION_POLICY=force", lim_kv("CUSHARE_BOARD=%s", lim_path("board")),
             NULL};
-        const char *args[] = {"--secs", "2.5", "--blocks", "1000", "--sync", "4", "--device",
+        const char *args[] = {"--blocks", "1000", "--sync", "4", "--device",
                               d ? "1" : "0", "--out", lim_path(lim_kv("w%d.out", d)), NULL};
         pid[d] = lim_spawn(env, args);
     }

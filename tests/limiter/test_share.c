@@ -31,7 +31,7 @@ int main(int argc, char **argv)
             "GPU_CORE_UTILIZATION_POLICY=force",
             lim_kv("CUSHARE_BOARD=%s", lim_path("board")),
             NULL};
-        const char *args[] = {"--secs", "3", "--blocks", blocks, "--sync", sync, "--out",
+        const char *args[] = {"--blocks", blocks, "--sync", sync, "--out",
                               lim_path(lim_kv("w%d.out", i)), NULL};
         pid[i] = lim_spawn(env, args);
     }

@@ -19,7 +19,7 @@ int main(void)
             "CUDA_DEVICE_SM_LIMIT=50", "GPU_CORE_UTILIZATION_POLICY=force",
             lim_kv("CUSHARE_BOARD=%s", lim_path("board")), NULL};
         /* Different kernel lengths: 400 us and 1.5 ms. */
-        const char *args[] = {"--secs", "3", "--blocks", i ? "1500" : "400", "--sync", "4",
+        const char *args[] = {"--blocks", i ? "1500" : "400", "--sync", "4",
                               "--out", lim_path(lim_kv("w%d.out", i)), NULL};
         pid[i] = lim_spawn(env, args);
     }
