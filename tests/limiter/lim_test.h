@@ -75,6 +75,11 @@ static inline const char *lim_kv(const char *fmt, ...)
     return p;
 }
 
+#define LIM_MAXREADY 64
+static pid_t lim_ready_pid[LIM_MAXREADY];
+static const char *lim_ready_file[LIM_MAXREADY];
+static int lim_nready;
+
 /* A worker: environment assignments (NULL-terminated) and arguments
  * (NULL-terminated, without the program). Runs under the preload. Without
  * --secs, --count or --stop it runs until lim_wait. */
@@ -87,11 +92,21 @@ static inline pid_t lim_spawn(const char *const *env, const char *const *args)
     snprintf(prog, sizeof prog, "%s/limiter_worker", b);
     const char *argv[64] = {prog};
     int n = 1;
-    bool timed = false;
-    for (int i = 0; args && args[i] && n < 61; i++) {
+    bool timed = false, ready = false, launches = true;
+    for (int i = 0; args && args[i] && n < 59; i++) {
         timed |= !strcmp(args[i], "--secs") || !strcmp(args[i], "--count") ||
                  !strcmp(args[i], "--stop");
+        ready |= !strcmp(args[i], "--ready");
+        launches &= strcmp(args[i], "--mode") != 0;
         argv[n++] = args[i];
+    }
+    /* A launching worker says when its first launch returned (lim_ready). */
+    const char *ready_path = NULL;
+    if (!ready && launches && lim_nready < LIM_MAXREADY) {
+        ready_path = lim_path(lim_kv("ready.%d", lim_nready));
+        unlink(ready_path);
+        argv[n++] = "--ready";
+        argv[n++] = ready_path;
     }
     /* No end of its own: it runs until lim_wait, so it outlives any
      * sampling however late the CPU let this test start sampling. */
@@ -108,7 +123,22 @@ static inline pid_t lim_spawn(const char *const *env, const char *const *args)
         full_env[m++] = env[i];
     pid_t pid = cs_spawn((char *const *)argv, (char *const *)full_env);
     cs_prefer_cpu(pid);                 /* its share is what we measure */
+    if (ready_path) {
+        lim_ready_pid[lim_nready] = pid;
+        lim_ready_file[lim_nready++] = ready_path;
+    }
     return pid;
+}
+
+/* Waits (scaled) until worker pid has launched, if lim_spawn asked it to
+ * say so; other pids (the test itself) return at once. Sampling starts
+ * after this, so its windows count from when the workers run, however
+ * late a starved CPU let them start. */
+static inline void lim_ready(pid_t pid)
+{
+    for (int i = 0; i < lim_nready; i++)
+        if (lim_ready_pid[i] == pid)
+            CS_WAIT_FOR(access(lim_ready_file[i], F_OK) == 0, 20000, "a worker's first launch");
 }
 
 /* A worker's exit code (128 + signal); one that outlives the limiter
@@ -210,6 +240,8 @@ static inline void lim_sample_gpus(struct fakecuda_state *const *gpus, int ngpus
 {
     for (int g = 0; g < ngpus; g++)
         memset(&out[g], 0, sizeof out[g]);
+    for (int i = 0; i < ngpus * npids; i++)
+        lim_ready(pids[i]);
     const int64_t t0 = cs_now_ns();
     for (int g = 0; g < ngpus; g++)
         for (int k = 0; k < npids && k < 8; k++)

@@ -94,6 +94,9 @@ static void priority(void)
                                          k ? "0" : "1"), h_args);
         pid[k][1] = lim_spawn(tenant_env(gname[k], lim_kv("l%d.ledger", k), "25", "1"), l_args);
     }
+    for (int k = 0; k < 2; k++)
+        for (int j = 0; j < 2; j++)
+            lim_ready(pid[k][j]);
     static double sh[2][2][16];
     const int64_t t0 = cs_now_ns();
     for (int w = 0; w < 14; w++) {

@@ -45,6 +45,8 @@ static int run_batch(int first, int last)
                               (i % 4 == 0) ? "--stream" : NULL, NULL};
         pid[i - first] = lim_spawn(env, args);
     }
+    for (int i = 0; i < last - first; i++)
+        lim_ready(pid[i]);
     static double share[BATCH][16];
     static int64_t rq[BATCH][16];        /* CPU wait at each window's sample */
     const int64_t t0 = cs_now_ns();

@@ -56,6 +56,8 @@ static void perdev(void)
                               d ? "1" : "0", "--out", lim_path(lim_kv("w%d.out", d)), NULL};
         pid[d] = lim_spawn(env, args);
     }
+    lim_ready(pid[0]);
+    lim_ready(pid[1]);
     static struct lim_series s0, s1;
     /* Sample both devices: device 1 right after device 0, same windows. */
     const int64_t t0 = cs_now_ns();

@@ -37,6 +37,8 @@ int main(int argc, char **argv)
     }
     /* The three GPUs are sampled in turn at the end of each window. */
     static struct lim_series s[3];
+    for (int i = 0; i < 3; i++)
+        lim_ready(pid[i]);
     const int64_t t0 = cs_now_ns();
     for (int i = 0; i < 3; i++)
         lim_note_rq(&s[i], 0, -1, pid[i]);
