@@ -4,9 +4,7 @@
 # libcuda.so.1 through LD_LIBRARY_PATH; no test needs a GPU or gnuplot.
 
 cs_add_test(bench_init_percentiles
-  SOURCES bench/test_percentiles.c ${CMAKE_SOURCE_DIR}/src/cli/bench_init.c
-          ${CMAKE_SOURCE_DIR}/src/cli/util.c
-          $<TARGET_OBJECTS:cs_common>
+  SOURCES bench/test_percentiles.c ${CMAKE_SOURCE_DIR}/src/cli/bench_stats.c
   LABELS unit sanitize)
 
 # A preload whose cuInit kills the process: baseline workers resolve it.

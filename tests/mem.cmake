@@ -66,6 +66,10 @@ cs_mem_ctx_test(mem_ctx_budget test_ctx_budget.c "CUDA_DEVICE_MEMORY_LIMIT=32m"
   "FAKECUDA_CTX_BYTES=24m" "FAKECUDA_CTX_EXTRA_BYTES=24m")
 cs_mem_ctx_test(mem_ctx_lifecycle test_ctx_lifecycle.c "CUDA_DEVICE_MEMORY_LIMIT=64m"
   "FAKECUDA_CTX_BYTES=16m" "FAKECUDA_CTX_EXTRA_BYTES=8m")
+# The same with 300 other processes listed by NVML before ours: the charge
+# is measured from NVML's list, which must be read whole (no 256 cap).
+cs_mem_ctx_test(mem_ctx_lifecycle_300procs test_ctx_lifecycle.c "CUDA_DEVICE_MEMORY_LIMIT=64m"
+  "FAKECUDA_CTX_BYTES=16m" "FAKECUDA_CTX_EXTRA_BYTES=8m" "FAKECUDA_NVML_EXTRA_PROCS=300")
 cs_mem_ctx_test(mem_ctx_cycles test_ctx_cycles.c "CUDA_DEVICE_MEMORY_LIMIT=64m"
   "FAKECUDA_CTX_BYTES=16m" "FAKECUDA_CTX_EXTRA_BYTES=8m" "FAKECUDA_NS_PER_BLOCK=1000"
   "CUDA_DEVICE_SM_LIMIT=25" "GPU_CORE_UTILIZATION_POLICY=force"

@@ -2,7 +2,11 @@
  * `cushare bench`: benchmarks of the library, run from the command.
  *
  *   bench init      start-up density: N fresh processes released together
- *                   into cuInit (src/cli/bench_init.c, docs/bench-init.md)
+ *                   into cuInit (docs/bench-init.md): bench_init.c (the
+ *                   command, its options and method), bench_worker.c (one
+ *                   released process), bench_run.c (one run: environment,
+ *                   spawn, release, reap), bench_stats.c (percentiles and
+ *                   summaries, pure), bench_report.c (text and JSON)
  *   bench limiter   compute-share accuracy (src/cli/bench_limiter.c)
  *
  * The init benchmark's pure parts (phase and reason tables, nearest-rank
@@ -12,8 +16,11 @@
 #ifndef CS_CLI_BENCH_H
 #define CS_CLI_BENCH_H
 
+#include <limits.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "cushare/ledger.h"
 
@@ -116,5 +123,100 @@ void cs_bench_stats(uint64_t *samples, size_t n, struct cs_bench_stats *out);
 /* Summarises one run. Latency percentiles use successful workers only;
  * failures are counted by reason beside them. 0 or -ENOMEM. */
 int cs_bench_summarize(const struct cs_bench_record *r, size_t n, struct cs_bench_summary *out);
+
+static inline bool cs_bench_reached(const struct cs_bench_record *w, enum cs_bench_phase p)
+{
+    return w->t[p] != CS_BENCH_NOT_REACHED;
+}
+
+/* ---- between the files of `bench init` --------------------------------- */
+
+/* The memfd the parent shares with its workers: a header, then one slot
+ * per worker. Workers write their own slot only; the parent reads slots
+ * after the worker is reaped. */
+#define BENCH_MAGIC 0x31544e4948534355ull /* "UCSHINT1" */
+#define BENCH_VERSION 1u
+
+enum bench_mode { MODE_BASELINE = 0, MODE_CUSHARE = 1 };
+extern const char *const cs_bench_mode_names[2];
+
+struct bench_header {
+    uint64_t magic;         /*  0 BENCH_MAGIC */
+    uint32_t version;       /*  8 BENCH_VERSION */
+    uint32_t header_size;   /* 12 sizeof(struct bench_header) */
+    uint32_t slot_size;     /* 16 sizeof(struct bench_slot) */
+    uint32_t nworkers;      /* 20 */
+    uint32_t mode;          /* 24 enum bench_mode */
+    uint32_t ctx;           /* 28 retain a primary context after cuInit */
+    uint64_t alloc_bytes;   /* 32 then allocate and free this much; 0 = no */
+    uint32_t ready;         /* 40 atomic: workers at the barrier */
+    uint32_t reserved0;     /* 44 */
+    uint8_t reserved1[16];  /* 48 */
+};
+
+enum slot_state { SLOT_PENDING = 0, SLOT_ARRIVED = 1, SLOT_DONE = 2 };
+
+struct bench_slot {
+    uint32_t state;         /*  0 atomic enum slot_state */
+    uint32_t reason;        /*  4 enum cs_bench_reason */
+    int32_t result;         /*  8 CUresult of the failing (or last) call */
+    int32_t pid;            /* 12 */
+    uint32_t tier;          /* 16 enum cs_identity_tier or CS_BENCH_TIER_NONE */
+    uint32_t reserved0;     /* 20 */
+    uint64_t lock_waits;    /* 24 */
+    uint64_t t[CS_BENCH_NPHASES]; /* 32 CLOCK_MONOTONIC ns, 0 = not reached */
+    uint8_t reserved1[128 - 32 - 8 * CS_BENCH_NPHASES];
+};
+
+_Static_assert(sizeof(struct bench_header) == 64, "bench header layout");
+_Static_assert(sizeof(struct bench_slot) == 128, "bench slot layout (one slot per two lines)");
+
+static inline struct bench_slot *cs_bench_slot_at(struct bench_header *h, size_t i)
+{
+    return (struct bench_slot *)((char *)h + h->header_size + i * h->slot_size);
+}
+
+/* Names by enum (bench_stats.c). */
+extern const char *const cs_bench_reason_keys[CS_BENCH_NREASONS];
+extern const char *const cs_bench_reason_texts[CS_BENCH_NREASONS];
+extern const char *const cs_bench_phase_names[CS_BENCH_NPHASES];
+extern const char *const cs_bench_tier_names[CS_BENCH_TIER_NONE + 1];
+
+#define BENCH_MAX_WORKERS 1000   /* below the ledger's CS_LEDGER_SLOTS */
+
+struct bench_opts {
+    long n, repeat, timeout_s;
+    bool ctx, baseline, json;
+    uint64_t alloc;
+    const char *csv, *mem;
+};
+
+/* One invocation: its options, our own binary and library, the CSV. */
+struct bench {
+    struct bench_opts o;
+    char self[PATH_MAX];
+    char lib[PATH_MAX];
+    FILE *csv;
+};
+
+/* What one run reports. */
+struct run_result {
+    int run;
+    enum bench_mode mode;
+    struct cs_bench_summary sum;
+    int64_t p99_phases[CS_BENCH_NPHASES]; /* of the init p99 worker */
+};
+
+/* One run of N workers in `mode` (bench_run.c): spawns, releases, reaps,
+ * classifies and summarises; CSV rows to b->csv. 0 or -1 after a message. */
+int cs_bench_run_once(struct bench *b, int run, enum bench_mode mode, struct run_result *out);
+void cs_bench_csv_header(FILE *f);
+
+/* Reports (bench_report.c). */
+void cs_bench_print_run_text(const struct bench *b, const struct run_result *r);
+void cs_bench_print_summary_text(const struct bench *b, const struct run_result *runs,
+                                 size_t nruns);
+void cs_bench_print_json(const struct bench *b, const struct run_result *runs, size_t nruns,
+                         bool all_ok);
 
 #endif

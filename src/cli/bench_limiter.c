@@ -11,7 +11,9 @@
  * plot of achieved versus target share into --out (default docs/).
  *
  * A workload is any command that accepts --secs S --warmup W
- * --start-mono NS and prints "RESULT ... rate=R ..." (bench/limiter/).
+ * --start-mono NS and prints "RESULT ... rate=R ..." (bench/limiter/); its
+ * command line is split into words as the shell would (quotes allowed) but
+ * never run by a shell.
  * Targets: each limit within --tolerance points (default 5) of its
  * target; the 25/75 pair at a 1:3 ratio within 10 %; cushare without a
  * limit loses at most 1 %; the launch-bound workload keeps >= 97 %; an
@@ -20,8 +22,10 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,11 +33,13 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <wordexp.h>
 
+#include "cli/bench.h"
 #include "cli/cli.h"
+#include "core/clock.h"
 #include "core/config.h"
 
-int cs_bench_limiter(int argc, char **argv);
 
 static const char usage[] =
     "usage: cushare bench limiter [--secs S] [--warmup W] [--limits L,L,...] [--out DIR]\n"
@@ -74,58 +80,101 @@ static struct {
     int failures;
 } B = {.secs = 5, .warmup = 1, .tol = 5, .start_delay = 10};
 
-static long long mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000000000ll + ts.tv_nsec;
-}
+/* A workload run in flight: its pid and its stdout. */
+struct child {
+    pid_t pid;
+    FILE *out;
+};
 
-/* "" for a native run, else the `cushare run` prefix for limit pct
- * (0: no limit). */
-static void prefix(char *out, size_t n, int cushare, int pct)
+/* Our environment without LD_PRELOAD, for native runs (built once). */
+static char **native_env(void)
 {
-    if (!cushare)
-        snprintf(out, n, "env -u LD_PRELOAD");
-    else if (pct <= 0)
-        snprintf(out, n, "'%s' run --", B.self);
-    else
-        snprintf(out, n, "'%s' run --sm %d --policy force --", B.self, pct);
-}
-
-static FILE *start(const char *cmd, int cushare, int pct, long long start_mono)
-{
-    char pre[PATH_MAX + 64], line[2 * PATH_MAX + 256];
-    prefix(pre, sizeof pre, cushare, pct);
-    int n = snprintf(line, sizeof line, "%s %s --secs %g --warmup %g", pre, cmd, B.secs,
-                     B.warmup);
-    if (n < 0 || (size_t)n >= sizeof line - 64) {
-        fprintf(stderr, "cushare: bench limiter: the workload command is too long: %s\n", cmd);
-        return NULL;
+    static char **env;
+    if (!env) {
+        size_t n = 0, k = 0;
+        while (environ[n])
+            n++;
+        env = calloc(n + 1, sizeof *env);
+        if (!env)
+            return NULL;
+        for (size_t i = 0; i < n; i++)
+            if (strncmp(environ[i], "LD_PRELOAD=", 11))
+                env[k++] = environ[i];
     }
-    if (start_mono)
-        snprintf(line + n, sizeof line - (size_t)n, " --start-mono %lld", start_mono);
-    fflush(stdout);
-    FILE *f = popen(line, "r");
-    if (!f)
-        fprintf(stderr, "cushare: bench limiter: cannot run %s: %s\n", line, strerror(errno));
-    return f;
+    return env;
+}
+
+/* Starts `cmd` (split into words as the shell would, without running
+ * anything: WRDE_NOCMD) natively, or under `cushare run` with limit pct
+ * (0: none), with the timing options every workload takes. */
+static struct child start(const char *cmd, int cushare, int pct, long long start_mono)
+{
+    struct child c = {.pid = -1};
+    wordexp_t we;
+    if (wordexp(cmd, &we, WRDE_NOCMD) || !we.we_wordc) {
+        fprintf(stderr, "cushare: bench limiter: cannot split the workload command into words "
+                        "(quotes, no $(...), pipes or redirections): %s\n", cmd);
+        return c;
+    }
+    char secs[32], warmup[32], mono[32], pcts[16];
+    snprintf(secs, sizeof secs, "%g", B.secs);
+    snprintf(warmup, sizeof warmup, "%g", B.warmup);
+    snprintf(mono, sizeof mono, "%lld", start_mono);
+    snprintf(pcts, sizeof pcts, "%d", pct);
+    char *av[we.we_wordc + 16];
+    size_t k = 0;
+    if (cushare) {
+        av[k++] = B.self;
+        av[k++] = "run";
+        if (pct > 0) {
+            av[k++] = "--sm";
+            av[k++] = pcts;
+            av[k++] = "--policy";
+            av[k++] = "force";
+        }
+        av[k++] = "--";
+    }
+    for (size_t i = 0; i < we.we_wordc; i++)
+        av[k++] = we.we_wordv[i];
+    av[k++] = "--secs";
+    av[k++] = secs;
+    av[k++] = "--warmup";
+    av[k++] = warmup;
+    if (start_mono) {
+        av[k++] = "--start-mono";
+        av[k++] = mono;
+    }
+    av[k] = NULL;
+    int fd = -1;
+    struct cs_cli_spawn s = {.argv = av, .envp = cushare ? NULL : native_env(),
+                             .search_path = true, .stdout_fd = &fd};
+    if (cushare || s.envp)
+        c.pid = cs_cli_spawn("bench limiter", &s);
+    wordfree(&we);
+    if (c.pid > 0 && !(c.out = fdopen(fd, "r"))) {
+        close(fd);
+        kill(c.pid, SIGKILL);
+        cs_cli_wait(c.pid);
+        c.pid = -1;
+    }
+    return c;
 }
 
 /* Reads the child's output to the end; its rate, or -1. */
-static double finish(FILE *f, const char *what)
+static double finish(struct child c, const char *what)
 {
-    if (!f)
+    if (c.pid <= 0)
         return -1;
     char buf[4096];
     double rate = -1;
-    while (fgets(buf, sizeof buf, f)) {
+    while (fgets(buf, sizeof buf, c.out)) {
         char *r = strstr(buf, "RESULT ");
         char *p = r ? strstr(r, " rate=") : NULL;
         if (p)
             rate = atof(p + 6);
     }
-    int st = pclose(f);
+    fclose(c.out);
+    int st = cs_cli_wait(c.pid);
     if (st != 0 || rate < 0) {
         fprintf(stderr, "cushare: bench limiter: %s failed (status %d, %s)\n", what, st,
                 rate < 0 ? "no RESULT line" : "result ignored");
@@ -198,8 +247,8 @@ static void run_workload(struct workload *w)
                share - B.limits[i]);
         verdict(w->rate[i] > 0 && fabs(share - B.limits[i]) <= B.tol);
     }
-    long long t = mono_ns() + (long long)(B.start_delay * 1e9);
-    FILE *a = start(w->cmd, 1, 25, t), *b = start(w->cmd, 1, 75, t);
+    long long t = cs__now_ns() + (long long)(B.start_delay * 1e9);
+    struct child a = start(w->cmd, 1, 25, t), b = start(w->cmd, 1, 75, t);
     w->pair25 = finish(a, "tenant at 25%");
     w->pair75 = finish(b, "tenant at 75%");
     double ratio = w->pair75 > 0 ? w->pair25 / w->pair75 : 0;
@@ -255,6 +304,15 @@ static void run_launchcost(void)
     verdict(u_us <= n_us * 1.01);
     printf("%-22s %9.2f us %+7.1f%%  (measurement: two events per launch)\n",
            "cushare, --sm 99", l_us, 100 * (l_us / n_us - 1));
+}
+
+/* gnuplot's own complaints are not ours to show (as 2>/dev/null was). */
+static void quiet_stderr(void *arg)
+{
+    (void)arg;
+    int fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    if (fd >= 0)
+        dup2(fd, STDERR_FILENO);
 }
 
 static void write_outputs(double lb_native, double lb_limited)
@@ -318,11 +376,11 @@ static void write_outputs(double lb_native, double lb_limited)
                 B.out, B.w[k].name, B.w[k].name);
     fprintf(f, "\n");
     fclose(f);
-    char cmd[2 * PATH_MAX];
-    snprintf(cmd, sizeof cmd, "command -v gnuplot >/dev/null 2>&1 && gnuplot '%s' 2>/dev/null",
-             path);
-    fflush(stdout);
-    if (system(cmd) == 0)
+    char *av[] = {"gnuplot", path, NULL};
+    struct cs_cli_spawn s = {.argv = av, .search_path = true, .quiet = true,
+                             .in_child = quiet_stderr};
+    pid_t pid = cs_cli_spawn("bench limiter", &s);
+    if (pid > 0 && cs_cli_wait(pid) == 0)
         printf("wrote %s/limiter-bench.png\n", B.out);
     else
         printf("gnuplot not found or failed: plot script left in %s\n", path);

@@ -6,7 +6,9 @@
 #ifndef CS_CLI_CLI_H
 #define CS_CLI_CLI_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 #define CS_EXIT_OK 0
 #define CS_EXIT_FAIL 1
@@ -26,5 +28,37 @@ const char *cs_cli_self_dir(void);
 /* Absolute path of libcushare.so: $CUSHARE_LIBRARY, else next to the
  * `cushare` binary, else ../lib. 0, or -1 after a message naming `cmd`. */
 int cs_cli_find_library(const char *cmd, char *out, size_t len);
+
+/* ---- spawn.c: starting programs --------------------------------------- */
+
+/* LD_PRELOAD for a child: the entries of `old` (NULL = none) without any
+ * libcushare.so, with `lib` first when `with_lib`. malloc'd, NULL when out
+ * of memory. */
+char *cs_cli_preload(const char *old, const char *lib, bool with_lib);
+
+/* The command's per-user 0700 directory under $XDG_RUNTIME_DIR, else
+ * /tmp (core/userdir.h). 0, or -1 after a message naming `cmd`. */
+int cs_cli_user_dir(const char *cmd, char *out, size_t len);
+
+struct cs_cli_spawn {
+    char *const *argv;          /* argv[0] is the program */
+    char *const *envp;          /* NULL: our environment */
+    bool search_path;           /* look argv[0] up in PATH (execvp rules) */
+    bool quiet;                 /* no messages: the caller reports (errno) */
+    int *stdout_fd;             /* non-NULL: the child's stdout is a pipe,
+                                   its read end stored here (close-on-exec) */
+    void (*in_child)(void *arg); /* runs in the child before exec:
+                                   async-signal-safe calls only */
+    void *arg;
+};
+
+/* Forks and execs (no shell). The child's pid, or -1 with errno set after
+ * a message naming `cmd`. A child whose exec fails exits 127 (not found)
+ * or 126. */
+pid_t cs_cli_spawn(const char *cmd, const struct cs_cli_spawn *s);
+
+/* Waits for `pid` (EINTR retried): its exit status, 128 + the signal that
+ * killed it, or -1. */
+int cs_cli_wait(pid_t pid);
 
 #endif

@@ -29,6 +29,7 @@
 
 #include "cli/cli.h"
 #include "cli/node_model.h"
+#include "core/clock.h"
 #include "core/config.h"
 
 #define MAX_CONNS 16
@@ -59,9 +60,7 @@ static void on_stop(int sig)
 
 static int64_t now_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return cs__now_ns() / 1000000;
 }
 
 static int parse_listen(const char *s, struct sockaddr_in *a)

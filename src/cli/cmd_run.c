@@ -36,7 +36,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "core/userdir.h"
+#include "core/clock.h"
 #include "core/config.h"
 #include "cushare/ledger.h"
 #include "ledger/ledger.h"
@@ -188,14 +188,18 @@ static int own_limits(const char *opt, const char *var, const char *list, int is
     return 0;
 }
 
-static void add_preload(const char *lib)
+/* Our library first, once: another libcushare.so inherited (a run inside
+ * a run, another build) would interpose a second time. */
+static int add_preload(const char *lib)
 {
-    const char *old = getenv("LD_PRELOAD");
-    if (old && strstr(old, lib))
-        return;
-    char buf[8192];
-    snprintf(buf, sizeof buf, "%s%s%s", lib, old && *old ? ":" : "", old ? old : "");
-    setenv("LD_PRELOAD", buf, 1);
+    char *v = cs_cli_preload(getenv("LD_PRELOAD"), lib, true);
+    if (!v || setenv("LD_PRELOAD", v, 1)) {
+        free(v);
+        fprintf(stderr, "cushare: run: out of memory\n");
+        return -1;
+    }
+    free(v);
+    return 0;
 }
 
 /* Makes the command's private ledger in a 0700 per-user directory, after
@@ -203,19 +207,16 @@ static void add_preload(const char *lib)
  * close it, no sweep removes it. */
 static int make_private_ledger(const struct cs_config *cfg, struct cs_ledger *l)
 {
-    const char *base = getenv("XDG_RUNTIME_DIR");
     char dir[PATH_MAX];
-    if (cs__user_dir("run", base && *base ? base : "/tmp", dir, sizeof dir))
+    if (cs_cli_user_dir("run", dir, sizeof dir))
         return -1;
     cs__ledger_sweep(dir, "ledger-");
     struct cs_ledger_params params;
     cs__ledger_params_from_config(cfg, &params);
     for (int attempt = 0; attempt < 16; attempt++) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
         char path[PATH_MAX + 64];
         snprintf(path, sizeof path, "%s/ledger-%d-%llx", dir, (int)getpid(),
-                 (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec);
+                 (unsigned long long)cs__now_ns());
         if (cs__ledger_open(path, &params, false, l))
             return -1; /* the ledger code said why */
         int r = cs__ledger_keep(l);
@@ -232,32 +233,25 @@ static int make_private_ledger(const struct cs_config *cfg, struct cs_ledger *l)
     return -1;
 }
 
-static int wait_child(pid_t pid)
-{
-    int status;
-    while (waitpid(pid, &status, 0) < 0)
-        if (errno != EINTR)
-            return CS_EXIT_FAIL;
-    if (WIFEXITED(status))
-        return WEXITSTATUS(status);
-    return 128 + WTERMSIG(status);
-}
+
+struct child_setup {
+    pid_t parent;
+    const sigset_t *mask;
+    const struct sigaction *actions;
+};
 
 /* In the child, between fork and exec: die with `parent` (SIGKILL: when it
  * was killed with SIGKILL nothing else would end us), unless it is gone
  * already (then getppid() is no longer it); then the signal dispositions
  * and mask the command would have inherited. */
-static void exec_command(char **argv, pid_t parent, const sigset_t *mask,
-                         const struct sigaction *actions)
+static void setup_child(void *arg)
 {
-    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
+    const struct child_setup *c = arg;
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != c->parent)
         _exit(CS_EXIT_FAIL);
     for (size_t i = 0; i < NRELAYED; i++)
-        sigaction(relayed[i], &actions[i], NULL);
-    sigprocmask(SIG_SETMASK, mask, NULL);
-    execvp(argv[0], argv);
-    fprintf(stderr, "cushare: run: cannot run %s: %s\n", argv[0], strerror(errno));
-    _exit(errno == ENOENT ? 127 : 126);
+        sigaction(relayed[i], &c->actions[i], NULL);
+    sigprocmask(SIG_SETMASK, c->mask, NULL);
 }
 
 /* Runs the command as our child, relaying signals; returns its status. */
@@ -277,19 +271,18 @@ static int run_command(char **argv)
     sa.sa_mask = block;
     for (size_t i = 0; i < NRELAYED; i++)
         sigaction(relayed[i], &sa, &actions[i]);
-    const pid_t parent = getpid();
-    fflush(NULL);
-    pid_t pid = fork();
+    struct child_setup setup = {.parent = getpid(), .mask = &mask, .actions = actions};
+    struct cs_cli_spawn s = {
+        .argv = argv, .search_path = true, .in_child = setup_child, .arg = &setup};
+    pid_t pid = cs_cli_spawn("run", &s);
     if (pid < 0) {
-        fprintf(stderr, "cushare: run: fork: %s\n", strerror(errno));
         sigprocmask(SIG_SETMASK, &mask, NULL);
         return CS_EXIT_FAIL;
     }
-    if (pid == 0)
-        exec_command(argv, parent, &mask, actions);
     child_pid = pid;
     sigprocmask(SIG_SETMASK, &mask, NULL);
-    return wait_child(pid);
+    int rc = cs_cli_wait(pid);
+    return rc < 0 ? CS_EXIT_FAIL : rc;
 }
 
 int cs_cmd_run(int argc, char **argv)
@@ -350,7 +343,8 @@ int cs_cmd_run(int argc, char **argv)
     char lib[PATH_MAX];
     if (cs_cli_find_library("run", lib, sizeof lib))
         return CS_EXIT_FAIL;
-    add_preload(lib);
+    if (add_preload(lib))
+        return CS_EXIT_FAIL;
 
     if (ledger)
         setenv("CUDA_DEVICE_MEMORY_SHARED_CACHE", ledger, 1);

@@ -28,7 +28,7 @@ static int node_json(const struct cs_node_where *w)
         fprintf(stderr, "cushare: status: out of memory\n");
         return CS_EXIT_FAIL;
     }
-    cs_node_model_settle(m, 1000);
+    cs_node_model_settle(m, 1000, 2);
     cs_node_print_json(stdout, m);
     cs_node_model_free(m);
     return fflush(stdout) == 0 ? CS_EXIT_OK : CS_EXIT_FAIL;

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "core/clock.h"
 #include "core/config.h"
 #include "ledger/ledger.h"
 
@@ -37,9 +38,7 @@ static const char suspend_usage[] =
 
 static int64_t now_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return cs__now_ns() / 1000000;
 }
 
 /* Live slots (owner alive) and how many of them are parked. */

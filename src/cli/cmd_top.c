@@ -30,10 +30,13 @@
 #define REFRESH_MS 500
 
 static const char usage[] =
-    "usage: cushare top [--once] [--interval MS] [--registry DIR/BASE] [--scan DIR]... [--no-scan]\n"
+    "usage: cushare top [--once [--samples N]] [--interval MS] [--registry DIR/BASE] [--scan DIR]...\n"
+    "                   [--no-scan]\n"
     "       cushare top [--once] [--no-reap] LEDGER\n"
     "  without LEDGER: every tenant of the node (keys: m/s sort, j/k move, enter expands, q quits)\n"
     "  --interval MS   refresh period of the node view (default 1000, 100..60000)\n"
+    "  --samples N     with --once (or no terminal): sample N times, --interval apart, before\n"
+    "                  the one frame, for its history (default 2, the least rates need)\n"
     "  --registry P    the node registry DIR/BASE (default $CUSHARE_REGISTRY or " CS_REG_DEFAULT_PATH ")\n"
     "  --scan DIR      look for ledgers in DIR and its subdirectories (default " CS_NODE_DEFAULT_SCAN ")\n";
 
@@ -187,7 +190,7 @@ static bool node_key(const char *buf, ssize_t n, ssize_t *k, const struct cs_nod
     return true;
 }
 
-static int node_top(bool once, int interval_ms, const struct cs_node_where *w)
+static int node_top(bool once, int interval_ms, int samples, const struct cs_node_where *w)
 {
     struct cs_node_model *m = cs_node_model_new(w);
     static bool expanded[CS_NODE_MAX_TENANTS]; /* by index in m->tenant */
@@ -198,7 +201,7 @@ static int node_top(bool once, int interval_ms, const struct cs_node_where *w)
     struct cs_node_top_opts o = {.width = term_width(), .sort = CS_NODE_SORT_MEM, .selected = -1,
                                  .expanded = expanded};
     if (once || !isatty(STDOUT_FILENO)) {
-        cs_node_model_settle(m, interval_ms);
+        cs_node_model_settle(m, interval_ms, samples);
         char *frame = node_frame(m, &o, false);
         if (frame)
             fputs(frame, stdout);
@@ -250,7 +253,7 @@ int cs_cmd_top(int argc, char **argv)
 {
     bool once = false, reap = true;
     const char *path = NULL;
-    long interval = 1000;
+    long interval = 1000, samples = 2;
     struct cs_node_where where;
     int rc = cs_node_where_defaults("top", &where);
     if (rc)
@@ -267,6 +270,10 @@ int cs_cmd_top(int argc, char **argv)
                                                  "60000, e.g. --interval 1000");
         } else if (!strcmp(argv[i], "--once")) {
             once = true;
+        } else if (!strcmp(argv[i], "--samples")) {
+            if (i + 1 >= argc || cs__parse_int(argv[++i], 2, CS_NODE_HIST, &samples))
+                return cs_cli_usage_error("top", "--samples needs a count from 2 to %d, e.g. "
+                                                 "--samples 10", CS_NODE_HIST);
         } else if (!strcmp(argv[i], "--no-reap")) {
             reap = false;
         } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
@@ -281,7 +288,7 @@ int cs_cmd_top(int argc, char **argv)
         }
     }
     if (!path)
-        return node_top(once, (int)interval, &where);
+        return node_top(once, (int)interval, (int)samples, &where);
     struct cs_ledger l;
     rc = cs_status_open("top", path, reap, &l);
     if (rc != CS_EXIT_OK)

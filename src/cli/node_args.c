@@ -44,11 +44,14 @@ int cs_node_where_arg(const char *cmd, int argc, char **argv, int *i, struct cs_
     return 1;
 }
 
-void cs_node_model_settle(struct cs_node_model *m, int interval_ms)
+void cs_node_model_settle(struct cs_node_model *m, int interval_ms, int samples)
 {
     cs_node_model_refresh(m);
-    struct timespec ts = {.tv_sec = interval_ms / 1000, .tv_nsec = (interval_ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0) {
+    for (int i = 1; i < samples; i++) {
+        struct timespec ts = {.tv_sec = interval_ms / 1000,
+                              .tv_nsec = (interval_ms % 1000) * 1000000L};
+        while (nanosleep(&ts, &ts) != 0) {
+        }
+        cs_node_model_refresh(m);
     }
-    cs_node_model_refresh(m);
 }

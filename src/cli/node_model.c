@@ -14,19 +14,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "core/uuid.h"
 #include "nvml/nvml.h"
 
 #define SLOTS_BYTES ((size_t)CS_LEDGER_SLOTS * sizeof(struct cs_ledger_slot))
 #define STARVED_FRACTION 0.97   /* the limiter's own rule (docs/limiter.md) */
 #define SATURATED_UTIL 90       /* percent NVML utilisation: the GPU is full */
-
-static int64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
-}
 
 static uint64_t wall_ns(void)
 {
@@ -536,7 +530,7 @@ static void merge_found(struct cs_node_model *m, int n)
 void cs_node_model_refresh(struct cs_node_model *m)
 {
     int64_t before = m->now_ns;
-    m->now_ns = mono_ns();
+    m->now_ns = cs__now_ns();
     m->wall_ns = wall_ns();
     int64_t dt = m->refreshes ? m->now_ns - before : 0;
     sample_gpus(m);

@@ -135,6 +135,7 @@ int cs_node_where_arg(const char *cmd, int argc, char **argv, int *i, struct cs_
 /* Registry from CUSHARE_REGISTRY (the configuration table), else the
  * default. 0, or CS_EXIT_USAGE after the configuration's message. */
 int cs_node_where_defaults(const char *cmd, struct cs_node_where *w);
-/* Two samples `interval_ms` apart (rates need two), for one-shot views. */
-void cs_node_model_settle(struct cs_node_model *m, int interval_ms);
+/* `samples` refreshes `interval_ms` apart (rates need two), for one-shot
+ * views; more samples give the history a one-shot frame shows. */
+void cs_node_model_settle(struct cs_node_model *m, int interval_ms, int samples);
 #endif

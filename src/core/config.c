@@ -3,11 +3,13 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/log.h"
@@ -393,9 +395,131 @@ int cs__config_parse(struct cs_config *out, char *const *env)
     return rc;
 }
 
+/* ---- the slice file (config.h: CS_SLICE_FILE) --------------------------- */
+
+#define SLICE_FILE_MAX 8192    /* bytes: a slice is a few dozen short lines */
+#define SLICE_LINES_MAX 128
+
+/* The variables a tenant may still set for itself under a slice file: they
+ * change what it is told, never what it may use. */
+static bool tenant_may_set(enum opt_id id)
+{
+    return id == O_LOG_LEVEL || id == O_HAMI_LOG_LEVEL;
+}
+
+/* The table row "NAME" or "NAME_<i>" of an entry "NAME=value"; -1 none. */
+static int option_of(const char *entry)
+{
+    const char *eq = strchr(entry, '=');
+    size_t len = eq ? (size_t)(eq - entry) : strlen(entry);
+    for (int id = 0; id < O_COUNT; id++) {
+        size_t n = strlen(options[id].name);
+        if (len < n || strncmp(entry, options[id].name, n))
+            continue;
+        if (len == n || (options[id].indexed && entry[n] == '_'))
+            return id;
+    }
+    return -1;
+}
+
+/* Reads the slice file into buf (NUL-terminated) and points lines[] at its
+ * "NAME=value" lines. The number of lines, 0 if the file does not exist,
+ * or -EINVAL after one message. */
+static int read_slice_file(const char *path, char *buf, size_t cap, char **lines, int max)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0 && errno == ENOENT)
+        return 0;
+    if (fd < 0) {
+        cs_err("config", "slice file %s cannot be read (%s): the slice would be lost; fix its "
+               "mount or permissions", path, strerror(errno));
+        return -EINVAL;
+    }
+    struct stat st;
+    size_t n = 0;
+    ssize_t r = 0;
+    bool regular = !fstat(fd, &st) && S_ISREG(st.st_mode);
+    while (regular && n < cap && (r = read(fd, buf + n, cap - n)) > 0)
+        n += (size_t)r;
+    close(fd);
+    if (!regular || r < 0) {
+        cs_err("config", "slice file %s is not a readable regular file: the slice would be "
+               "lost; fix its mount", path);
+        return -EINVAL;
+    }
+    if (n == cap) {
+        cs_err("config", "slice file %s is larger than %zu bytes: keep one NAME=value per line",
+               path, cap - 1);
+        return -EINVAL;
+    }
+    buf[n] = '\0';
+    int count = 0;
+    for (char *save = NULL, *line = strtok_r(buf, "\n", &save); line;
+         line = strtok_r(NULL, "\n", &save)) {
+        while (*line == ' ' || *line == '\t')
+            line++;
+        if (!*line || *line == '#')
+            continue;
+        if (!strchr(line, '=') || option_of(line) < 0 || count == max) {
+            cs_err("config", "slice file %s: '%.80s' is not a cushare variable (NAME=value, "
+                   "one per line, at most %d): fix the file", path, line, max);
+            return -EINVAL;
+        }
+        lines[count++] = line;
+    }
+    return count;
+}
+
+/* Whether the file holds exactly this entry: the deployment usually sets
+ * the same values in the environment too, which is not worth a warning. */
+static bool in_file(char *const *lines, int n, const char *entry)
+{
+    for (int i = 0; i < n; i++)
+        if (!strcmp(lines[i], entry))
+            return true;
+    return false;
+}
+
+int cs__config_load(struct cs_config *out, char *const *env, const char *slice_path)
+{
+    char buf[SLICE_FILE_MAX];
+    char *lines[SLICE_LINES_MAX];
+    int nfile = read_slice_file(slice_path, buf, sizeof buf, lines, SLICE_LINES_MAX);
+    if (nfile < 0) {
+        memset(out, 0, sizeof *out);
+        return -EINVAL;
+    }
+    if (nfile == 0 && access(slice_path, F_OK))
+        return cs__config_parse(out, env);
+    /* The file's lines, then what the tenant may still set itself. */
+    size_t nenv = 0;
+    while (env && env[nenv])
+        nenv++;
+    char **merged = calloc((size_t)nfile + nenv + 1, sizeof *merged);
+    if (!merged) {
+        memset(out, 0, sizeof *out);
+        return -EINVAL;
+    }
+    int k = 0, ignored = 0;
+    for (int i = 0; i < nfile; i++)
+        merged[k++] = lines[i];
+    for (size_t i = 0; i < nenv; i++) {
+        int id = option_of(env[i]);
+        if (id < 0 || tenant_may_set((enum opt_id)id))
+            merged[k++] = env[i];
+        else if (!in_file(lines, nfile, env[i]) && !ignored++)
+            cs_warn("config", "%.80s and any other slice variable of the environment are "
+                    "ignored: the slice file %s sets the slice", env[i], slice_path);
+    }
+    int rc = cs__config_parse(out, merged);
+    out->from_slice_file = true;
+    free(merged);
+    return rc;
+}
+
 int cs__config_from_env(struct cs_config *out)
 {
-    return cs__config_parse(out, environ);
+    return cs__config_load(out, environ, CS_SLICE_FILE);
 }
 
 uint64_t cs__config_mem_limit(const struct cs_config *c, int dev)
@@ -432,6 +556,8 @@ void cs__config_dump(const struct cs_config *c, char *buf, size_t len)
             APPEND("device %d: memory limit %llu bytes, sm limit %u%%\n", dev,
                    (unsigned long long)m, s);
     }
+    if (c->from_slice_file)
+        APPEND("slice file: %s\n", CS_SLICE_FILE);
     APPEND("ledger: %s\n", c->ledger_path[0] ? c->ledger_path : "(private)");
     if (c->hami_path[0])
         APPEND("hami region: %s\n", c->hami_path);

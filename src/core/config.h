@@ -1,7 +1,10 @@
 /*
  * Configuration: the environment contract of DESIGN.md, read once, parsed
  * strictly, printable. The table in config.c is the one place that knows a
- * variable's name, kind and meaning; nothing else calls getenv for it.
+ * variable's name, kind and meaning. Read with getenv elsewhere, on
+ * purpose: CUSHARE_LOG_LEVEL (core/log.c: logging works while this is
+ * parsed) and, in the command, CUDA_DEVICE_MEMORY_SHARED_CACHE as the
+ * default ledger of `status` and `suspend`.
  *
  * A malformed value is an error (never a silently dropped limit): the
  * parser names the variable, the value and the fix.
@@ -44,6 +47,8 @@ struct cs_config {
                                                shared files (HAMi's meaning) */
     bool ledger_trust_dir;                  /* CUSHARE_LEDGER_TRUST=directory: the ledger's
                                                directory is private to the tenant */
+    bool from_slice_file;                   /* CS_SLICE_FILE existed: the slice's values came
+                                               from it, not from the environment */
 };
 
 /* Parses the process environment into *out. 0, or -EINVAL after printing
@@ -52,6 +57,22 @@ struct cs_config {
  * (CUDA_DEVICE_MEMORY_LIMIT_16, _01, _x) is an error: it would otherwise
  * be a limit nobody enforces. */
 int cs__config_from_env(struct cs_config *out);
+
+/* The slice file: a read-only file the deployment mounts into a container
+ * (`cushare cdi` does), holding the slice's "NAME=value" lines, '#'
+ * comments and blank lines allowed. When it exists, every variable of the
+ * table except the log levels comes from it alone: the same names in the
+ * process's environment are ignored (one warning names them), so a tenant
+ * that clears or rewrites its environment stays in its slice. A file that
+ * exists but cannot be read, or holds a line that is not a variable of the
+ * table, fails the parse (fail closed). Its path is fixed, not
+ * configurable, for the same reason. */
+#define CS_SLICE_FILE "/etc/cushare/slice.env"
+
+/* cs__config_parse of `env` under the slice file at `slice_path` (absent:
+ * the environment alone). cs__config_from_env is
+ * cs__config_load(out, environ, CS_SLICE_FILE). */
+int cs__config_load(struct cs_config *out, char *const *env, const char *slice_path);
 
 /* The suffix that marks a HAMi shared-region path, and the one cushare's
  * ledger gets beside it: "<dir>/<uuid>.cache" keeps the HAMi region and
@@ -69,7 +90,7 @@ int cs__config_parse(struct cs_config *out, char *const *env);
 uint64_t cs__config_mem_limit(const struct cs_config *c, int dev);
 uint32_t cs__config_sm_limit(const struct cs_config *c, int dev);
 
-/* "4GiB", "1.5 GiB" style strict size parser: digits, optional k/m/g/t
+/* "4GiB", "512m" style strict size parser: digits, optional k/m/g/t
  * (binary) suffix, optionally followed by "i", "ib" or "b" (any case).
  * 0, -EINVAL (not a size) or -ERANGE (overflow). */
 int cs__parse_size(const char *s, uint64_t *out);

@@ -20,18 +20,22 @@
 #include <stdint.h>
 
 struct cs_config;
+struct cs_ledger;
 
-/* Opens or creates the region at cfg->hami_path (no-op when empty).
+/* Opens or creates the region at cfg->hami_path (no-op when empty) as the
+ * projection of `ledger`, the process's open ledger, which the region
+ * code reads from then on (handed over here: src/hami sits below src/hook).
  * 0, or -errno after one message naming the file and the fix (a file
  * that is not a HAMi v1 region, or cannot be created). */
-int cs__hami_open(const struct cs_config *cfg);
+int cs__hami_open(const struct cs_config *cfg, const struct cs_ledger *ledger);
 
 /* Copies ledger slot `idx` (ours, or one found FREE) into region slot idx. */
 void cs__hami_sync_slot(int idx);
 /* Every slot, after a reap returned dead processes' bytes. */
 void cs__hami_sync_all(void);
-/* Device count and UUIDs, once the driver told them (after cuInit). */
-void cs__hami_set_devices(void);
+/* Device count, once the driver told it (after cuInit), and the UUIDs the
+ * ledger publishes for those devices. */
+void cs__hami_set_devices(int count);
 
 /* Called from the limiter's armed launch path, at most once a second per
  * process: marks the tenant active for the monitor (recent_kernel = 2,

@@ -25,14 +25,18 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
+#include "core/config.h"
 #include "core/log.h"
 #include "core/path.h"
+#include "core/uuid.h"
 #include "cushare/hami_v1.h"
-#include "hook/runtime.h"
+#include "ledger/ledger.h"
 
 #define SUBSYS "hami"
 
 static struct cs_hami_region *R;      /* set once in cs__hami_open */
+static const struct cs_ledger *L;     /* the process's ledger, idem */
 static struct cs_ledger_guard *R_guard;
 
 /* Launch tick state of this process: touched by launching threads with
@@ -135,8 +139,9 @@ static int map_existing(const char *path)
     return 0;
 }
 
-int cs__hami_open(const struct cs_config *cfg)
+int cs__hami_open(const struct cs_config *cfg, const struct cs_ledger *ledger)
 {
+    L = ledger;
     if (!cfg->hami_path[0] || R)
         return 0;
     for (int attempt = 0; attempt < 100; attempt++) {
@@ -159,7 +164,7 @@ void cs__hami_sync_slot(int idx)
 {
     if (!cs__hami_active() || idx < 0 || idx >= CS_HAMI_PROCS)
         return;
-    const struct cs_ledger_slot *s = cs__ledger_slot(&cs_rt.ledger, idx);
+    const struct cs_ledger_slot *s = cs__ledger_slot(L, idx);
     struct cs_hami_proc *p = &R->procs[idx];
     bool live = s && __atomic_load_n(&s->state, __ATOMIC_ACQUIRE) == CS_SLOT_LIVE;
     for (int d = 0; d < CS_HAMI_DEVICES; d++) {
@@ -203,41 +208,29 @@ void cs__hami_sync_all(void)
     PUT(R->proc_num, top);
 }
 
-void cs__hami_set_devices(void)
+void cs__hami_set_devices(int n)
 {
     if (!cs__hami_active())
         return;
-    int n = cs_rt.device_count;
     for (int d = 0; d < n && d < CS_HAMI_DEVICES; d++) {
-        const unsigned char *u = (const unsigned char *)cs_rt.dev[d].uuid.bytes;
-        if (!cs_rt.dev[d].known)
+        if (__atomic_load_n(&L->hdr->uuid_state[d], __ATOMIC_ACQUIRE) != 2)
             continue;
-        char s[96];
-        snprintf(s, sizeof s,
-                 "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
-                 u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11],
-                 u[12], u[13], u[14], u[15]);
+        char s[sizeof R->uuids[d]] = "";
+        cs__format_uuid(L->hdr->uuid[d], s);
         memcpy(R->uuids[d], s, sizeof s);
     }
     if (n > 0)
         PUT(R->device_num, (uint64_t)(n > CS_HAMI_DEVICES ? CS_HAMI_DEVICES : n));
 }
 
-static uint64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* Our slot's SM use since the last tick: measured GPU time over wall time. */
 static void refresh_sm_util(void)
 {
-    int idx = cs_rt.ledger.slot;
-    const struct cs_ledger_slot *s = cs__ledger_slot(&cs_rt.ledger, idx);
+    int idx = L->slot;
+    const struct cs_ledger_slot *s = cs__ledger_slot(L, idx);
     if (!s || idx >= CS_HAMI_PROCS)
         return;
-    uint64_t now = mono_ns();
+    uint64_t now = (uint64_t)cs__now_ns();
     uint64_t then = __atomic_exchange_n(&last_tick_ns, now, __ATOMIC_RELAXED);
     uint64_t dt = now - then;
     for (int d = 0; d < CS_HAMI_DEVICES; d++) {
@@ -268,7 +261,7 @@ bool cs__hami_launch_tick(void)
         ;
     PUT(R->last_kernel_time, now);
     refresh_sm_util();
-    cs__hami_sync_slot(cs_rt.ledger.slot);
+    cs__hami_sync_slot(L->slot);
     return rk < 0;
 }
 

@@ -31,4 +31,13 @@ int cs__drv_load_nvml(void);
  * -ENODATA when listed without a figure (NVML_VALUE_NOT_AVAILABLE). */
 int cs__nvml_process_memory(const CUuuid *uuid, unsigned pid, unsigned long long *bytes);
 
+/* NVML's compute processes of `dev` / their utilisation samples newer than
+ * `since` (drv_nvml.c), however many there are: *out is malloc'ed (the
+ * caller frees it, also on error, where it is NULL), *n its entries.
+ * 0, -ENOSYS (symbol absent), -EIO (NVML refused), -ENOMEM, -EAGAIN (the
+ * list kept growing). */
+int cs__nvml_processes(nvmlDevice_t dev, nvmlProcessInfo_t **out, unsigned *n);
+int cs__nvml_process_samples(nvmlDevice_t dev, unsigned long long since,
+                             nvmlProcessUtilizationSample_t **out, unsigned *n);
+
 #endif

@@ -22,22 +22,40 @@
 #include "hami/hami.h"
 #include "cushare/phases.h"
 #include "hook/runtime.h"
-#include "limiter/limiter.h"
-#include "mem/admit.h"
 #include "node/node.h"
 
-struct cs_runtime cs_rt;
+/* The state runtime.h describes: written under init_mutex by first_init,
+ * reinit_after_fork and cs__init_devices, and by on_fork_child. */
+static struct {
+    struct cs_config cfg;
+    struct cs_ledger ledger;
+    int device_count;
+    struct cs_device_info dev[CS_MAX_DEVICES];
+} cs_rt;
+
+const struct cs_config *cs__config(void)
+{
+    return &cs_rt.cfg;
+}
+
+struct cs_ledger *cs__ledger(void)
+{
+    return &cs_rt.ledger;
+}
+
+int cs__device_count(void)
+{
+    return __atomic_load_n(&cs_rt.device_count, __ATOMIC_ACQUIRE);
+}
+
+const struct cs_device_info *cs__device_info(int d)
+{
+    return &cs_rt.dev[d];
+}
 
 /* Written by the thread that performs each phase; read by the benchmark
  * after start-up. Plain stores of aligned 64-bit values. */
 static struct cushare_phases phases = {.version = CUSHARE_PHASES_VERSION};
-
-uint64_t cs__now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 void cs__phase_mark(enum cs_phase p)
 {
@@ -135,8 +153,7 @@ static void on_fork_child(void)
         init_state = 2; /* "re-initialise after fork" */
     phases = (struct cushare_phases){.version = CUSHARE_PHASES_VERSION};
     cs__ledger_atfork_child();
-    cs__mem_atfork_child();
-    cs__lim_atfork_child();
+    cs__fork_child_run();
 }
 
 static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
@@ -240,7 +257,7 @@ static int first_init(void)
         return rc;
     }
     /* HAMi's monitor must see every tenant it limits: no region, no CUDA. */
-    rc = cs__hami_open(&cs_rt.cfg);
+    rc = cs__hami_open(&cs_rt.cfg, &cs_rt.ledger);
     if (rc) {
         cs_err("init", "HAMi region missing: CUDA initialisation fails (fail closed)");
         return rc;
@@ -320,7 +337,7 @@ void cs__init_devices(void)
                 learn_device(d, dev);
         }
         __atomic_store_n(&cs_rt.device_count, n, __ATOMIC_RELEASE);
-        cs__hami_set_devices();
+        cs__hami_set_devices(n);
     }
     pthread_mutex_unlock(&init_mutex);
 }

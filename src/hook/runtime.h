@@ -1,13 +1,15 @@
 /*
- * Process-wide runtime state of the interposer: configuration, the ledger
- * handle and what we learnt about devices. One instance, cs_rt, owned by
- * src/hook/init.c:
- *   - cfg, ledger, device_count and dev[] are written once during
- *     initialisation (under the init mutex, before `ready` is published
- *     with release ordering) and read-only afterwards.
+ * Process-wide state of the interposer, owned by src/hook/init.c (static
+ * there) and handed out read-only through the accessors below: the
+ * configuration, the ledger handle and what we learnt about devices.
+ *   - All of it is written during initialisation (under init.c's mutex,
+ *     before the ready state is published with release ordering) and
+ *     read-only afterwards; a caller past cs__init() may read it without
+ *     a lock.
+ *   - The ledger's own shared fields are changed only through src/ledger.
+ *   - A fork child's handler re-opens the ledger descriptor and drops the
+ *     slot; the child initialises again on its next CUDA call.
  * Contexts are src/mem/ctx.c's own state, not kept here.
- * A fork child resets `ready` in its atfork handler and initialises again
- * on its next CUDA call, claiming its own ledger slot.
  */
 #ifndef CS_HOOK_RUNTIME_H
 #define CS_HOOK_RUNTIME_H
@@ -15,6 +17,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/clock.h"
 #include "core/config.h"
 #include "hook/drv.h"
 #include "ledger/ledger.h"
@@ -25,14 +28,19 @@ struct cs_device_info {
     uint64_t physical_total;
 };
 
-struct cs_runtime {
-    struct cs_config cfg;
-    struct cs_ledger ledger;
-    int device_count;
-    struct cs_device_info dev[CS_MAX_DEVICES];
-};
+/* The configuration parsed by cs__init. */
+const struct cs_config *cs__config(void);
 
-extern struct cs_runtime cs_rt;
+/* The process's ledger handle (opened, slot claimed, by cs__init). Pass it
+ * to src/ledger's functions; do not write its fields. */
+struct cs_ledger *cs__ledger(void);
+
+/* How many devices cs__init_devices learnt (0 before it ran). */
+int cs__device_count(void);
+
+/* What cs__init_devices learnt of ledger device `d` (0 <= d <
+ * CS_MAX_DEVICES); `known` false until then. */
+const struct cs_device_info *cs__device_info(int d);
 
 /* Initialises once per process (and again in a fork child): parses the
  * configuration, loads the driver, opens the ledger and claims a slot.
@@ -58,7 +66,6 @@ enum cs_phase {
     CS_PHASE_REAL_INIT_DONE,
     CS_PHASE_IDENTITY_DONE,
 };
-uint64_t cs__now_ns(void);
 void cs__phase_mark(enum cs_phase p);
 void cs__phase_identity(uint32_t tier, uint64_t lock_waits);
 

@@ -106,7 +106,7 @@ static int connect_until(int fd, const struct sockaddr_un *sa, int64_t deadline)
         if (errno == EINTR)
             continue;
         if (errno == EAGAIN) {
-            int64_t left_ms = (deadline - cs__stream_now_ns()) / 1000000;
+            int64_t left_ms = (deadline - cs__now_ns()) / 1000000;
             if (left_ms <= 0)
                 return -ETIMEDOUT;
             unsigned nap = backoff_ms < left_ms ? backoff_ms : (unsigned)left_ms;
@@ -175,7 +175,7 @@ static int query(const char *path, int timeout_ms, pid_t *host_pid)
         return -EINVAL;
     if (strlen(path) >= SUN_PATH_MAX)
         return -ENAMETOOLONG;
-    int64_t deadline = cs__stream_now_ns() +
+    int64_t deadline = cs__now_ns() +
                        (int64_t)(timeout_ms > 0 ? timeout_ms : CS_BROKER_TIMEOUT_MS) * 1000000;
 
     int rc = check_trust(path);

@@ -286,7 +286,7 @@ static void count_bad_frame(struct cs_broker_server *s, int status)
 
 static void observe_latency(struct cs_broker_server *s, int64_t t0)
 {
-    uint64_t ns = (uint64_t)(cs__stream_now_ns() - t0);
+    uint64_t ns = (uint64_t)(cs__now_ns() - t0);
     for (int i = 0; i < CS_BROKER_LATENCY_BUCKETS; i++)
         if (ns <= latency_bounds_ns[i])
             inc(&s->c.latency_le[i]);
@@ -413,7 +413,7 @@ static void refuse_uid_cap(struct cs_broker_server *s, uid_t uid)
     inc(&s->c.rejected[CS_BROKER_REJECT_UID_CAP]);
     struct refusal_log *l = &s->uid_cap_log;
     l->unreported++;
-    int64_t now = cs__stream_now_ns();
+    int64_t now = cs__now_ns();
     if (now < l->next_ns)
         return;
     cs_warn("broker",
@@ -459,7 +459,7 @@ static void hold(struct cs_broker_server *s, const struct conn *c, enum step st)
  * like any other. Takes ownership of fd. */
 static void start_conn(struct cs_broker_server *s, int fd)
 {
-    struct conn c = {.fd = fd, .uid = (uid_t)-1, .t0_ns = cs__stream_now_ns()};
+    struct conn c = {.fd = fd, .uid = (uid_t)-1, .t0_ns = cs__now_ns()};
     struct ucred cred;
     socklen_t len = sizeof cred;
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && len == sizeof cred) {
@@ -565,7 +565,7 @@ static int wait_ms(const struct cs_broker_server *s, int64_t until)
         until = s->table.node[i].deadline_ns;
     if (until == INT64_MAX)
         return -1;
-    int64_t left = until - cs__stream_now_ns();
+    int64_t left = until - cs__now_ns();
     return left <= 0 ? 0 : (int)((left + 999999) / 1000000);
 }
 
@@ -585,7 +585,7 @@ static int turn(struct cs_broker_server *s, int64_t until)
         else
             on_ready(s, ev[k].data.u64);
     }
-    expire(s, cs__stream_now_ns());
+    expire(s, cs__now_ns());
     return 0;
 }
 
@@ -736,9 +736,9 @@ int cs__broker_server_run(struct cs_broker_server *s, int stop_fd)
     if (epoll_ctl(s->ep_fd, EPOLL_CTL_ADD, stop_fd, &ev) != 0)
         return -errno;
     int rc = 0;
-    int64_t next_metrics = cs__stream_now_ns();
+    int64_t next_metrics = cs__now_ns();
     while (rc == 0) {
-        int64_t now = cs__stream_now_ns();
+        int64_t now = cs__now_ns();
         if (now >= next_metrics) {
             write_metrics(s);
             next_metrics = now + NS_PER_S;

@@ -5,17 +5,10 @@
 #include <sys/socket.h>
 #include <time.h>
 
-int64_t cs__stream_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 int cs__stream_wait(int fd, short events, int64_t deadline_ns)
 {
     for (;;) {
-        int64_t left = deadline_ns - cs__stream_now_ns();
+        int64_t left = deadline_ns - cs__now_ns();
         if (left <= 0)
             return -ETIMEDOUT;
         struct pollfd p = {.fd = fd, .events = events};

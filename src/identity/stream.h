@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-int64_t cs__stream_now_ns(void);
+#include "core/clock.h"
 
 /* Waits for `events` until the deadline: 0 ready, -ETIMEDOUT, -errno. */
 int cs__stream_wait(int fd, short events, int64_t deadline_ns);

@@ -148,6 +148,11 @@ uint64_t cs__ledger_min_peer_charge(const struct cs_ledger *l, int dev, enum cs_
     return best;
 }
 
+int64_t *cs__ledger_pace_clock(const struct cs_ledger *l, int dev)
+{
+    return &l->hdr->dev[dev].pace_vt_ns;
+}
+
 uint64_t cs__ledger_limit(const struct cs_ledger *l, int dev)
 {
     if (!l->hdr || dev < 0 || dev >= CS_MAX_DEVICES)

@@ -134,6 +134,9 @@ uint64_t cs__ledger_my_device_bytes(const struct cs_ledger *l, int dev);
 uint64_t cs__ledger_min_peer_charge(const struct cs_ledger *l, int dev,
                                     enum cs_mem_category cat);
 uint64_t cs__ledger_limit(const struct cs_ledger *l, int dev);
+/* The tenant's compute clock of `dev` (header dev[dev].pace_vt_ns, an
+ * atomic the limiter's law advances; docs/limiter.md). l must be open. */
+int64_t *cs__ledger_pace_clock(const struct cs_ledger *l, int dev);
 struct cs_ledger_slot *cs__ledger_slot(const struct cs_ledger *l, int idx);
 struct cs_ledger_slot *cs__ledger_my_slot(const struct cs_ledger *l);
 

@@ -27,7 +27,6 @@
 #include <sched.h>
 
 #include "limiter/internal.h"
-#include "mem/admit.h"
 
 /* Captures begun and not ended in this process (atomic). A capture that
  * ends in a way we cannot see (its context destroyed) keeps it high: the

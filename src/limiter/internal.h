@@ -22,8 +22,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/clock.h"
+
 #include "hook/runtime.h"
-#include "limiter/capture.h"
 #include "limiter/law.h"
 #include "limiter/limiter.h"
 
@@ -103,7 +104,6 @@ extern struct cushare_limiter_stats cs__lim_stats;
 
 #define CS_LIM_STAT_ADD(field, v) __atomic_fetch_add(&cs__lim_stats.field, (v), __ATOMIC_RELAXED)
 
-int64_t cs__lim_now(void);
 void cs__lim_sleep(int64_t ns);
 
 /* Harvests completed pairs of device d (its mutex held): publishes the
@@ -124,7 +124,7 @@ int cs__tenant_pids(unsigned *out, int cap);
  * through the ledger header (dev[d].pace_vt_ns, docs/ledger.md). */
 static inline int64_t *cs__lim_clock(int d)
 {
-    return &cs_rt.ledger.hdr->dev[d].pace_vt_ns;
+    return cs__ledger_pace_clock(cs__ledger(), d);
 }
 
 /* Our slot, or NULL before the ledger is ready. */

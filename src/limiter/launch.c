@@ -8,9 +8,6 @@
  */
 
 #include "limiter/limiter.h"
-#include "mem/admit.h"
-
-void cs__graph_after_launch(void);
 
 #define SIG_K cs__lim_sig_kernel(f, gx, gy, gz, bx, by, bz, shmem)
 #define SIG_EX                                                                            \
@@ -19,15 +16,6 @@ void cs__graph_after_launch(void);
                                  config->sharedMemBytes)                                 \
             : 0)
 
-#define CS_LAUNCH_BODY(sym, stream, sig, call)                      \
-    do {                                                            \
-        CS_ENTER(sym);                                              \
-        struct cs_lim_ticket t_;                                    \
-        cs__limiter_before_launch(&t_, (stream), CS_LIM_PATH_##sym, (sig)); \
-        CUresult r_ = call;                                         \
-        cs__limiter_after_launch(&t_, r_);                          \
-        return r_;                                                  \
-    } while (0)
 
 CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
                                 unsigned int bx, unsigned int by, unsigned int bz,
@@ -77,23 +65,6 @@ CUresult CUDAAPI cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx, u
     CS_LAUNCH_BODY(cuLaunchCooperativeKernel_ptsz, s, SIG_K,
                    cs_real.cuLaunchCooperativeKernel_ptsz(f, gx, gy, gz, bx, by, bz, shmem, s,
                                                           params));
-}
-
-static CUresult graph_launched(CUresult r)
-{
-    if (r == CUDA_SUCCESS)
-        cs__graph_after_launch();
-    return r;
-}
-
-CUresult CUDAAPI cuGraphLaunch(CUgraphExec g, CUstream s)
-{
-    CS_LAUNCH_BODY(cuGraphLaunch, s, cs__lim_sig_graph(g), graph_launched(cs_real.cuGraphLaunch(g, s)));
-}
-
-CUresult CUDAAPI cuGraphLaunch_ptsz(CUgraphExec g, CUstream s)
-{
-    CS_LAUNCH_BODY(cuGraphLaunch_ptsz, s, cs__lim_sig_graph(g), graph_launched(cs_real.cuGraphLaunch_ptsz(g, s)));
 }
 
 /* ---- legacy entry points ------------------------------------------------ */

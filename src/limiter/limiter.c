@@ -50,13 +50,6 @@ static struct cs_lim_ctx ctxs[CS_LIM_CTXS];
 static pthread_mutex_t ctx_mu = PTHREAD_MUTEX_INITIALIZER;
 static __thread char per_thread_key; /* its address names this thread's default stream */
 
-int64_t cs__lim_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
-}
-
 void cs__lim_sleep(int64_t ns)
 {
     if (ns <= 0)
@@ -68,7 +61,7 @@ void cs__lim_sleep(int64_t ns)
 
 struct cs_ledger_slot *cs__lim_my_slot(void)
 {
-    return cs__ledger_my_slot(&cs_rt.ledger);
+    return cs__ledger_my_slot(cs__ledger());
 }
 
 CS_EXPORT void cushare_limiter_stats(struct cushare_limiter_stats *out)
@@ -110,6 +103,7 @@ void cs__lim_atfork_child(void)
     __atomic_store_n(&arm_decided, 0, __ATOMIC_RELEASE);
     __atomic_store_n(&cs__lim_armed, 1, __ATOMIC_RELEASE);
 }
+CS_FORK_CHILD_RESET(cs__lim_atfork_child, CS_FORK_LIMITER)
 
 static void reset_all(void)
 {
@@ -141,7 +135,7 @@ static void arm(void)
         reset_all();
         cs__suspend_install_signals();
     }
-    const struct cs_ledger_header *h = cs_rt.ledger.hdr;
+    const struct cs_ledger_header *h = cs__ledger()->hdr;
     bool any = false;
     uint32_t policy = h ? __atomic_load_n(&h->policy, __ATOMIC_RELAXED) : CS_POLICY_DISABLE;
     for (int d = 0; d < CS_MAX_DEVICES; d++) {
@@ -499,8 +493,8 @@ static bool law_follow(struct cs_lim_dev *D, int dev, int64_t now)
     bool engaged = __atomic_load_n(&D->engaged, __ATOMIC_RELAXED);
     if (engaged && !D->law_running) {
         cs__law_start(&D->law, cs__lim_clock(dev), D->pct, now);
-        if (cs_rt.cfg.sm_burst_us)
-            cs__law_set_ahead(&D->law, (int64_t)cs_rt.cfg.sm_burst_us * 1000);
+        if (cs__config()->sm_burst_us)
+            cs__law_set_ahead(&D->law, (int64_t)cs__config()->sm_burst_us * 1000);
         D->law_running = 1;
     } else if (!engaged) {
         D->law_running = 0;
@@ -517,9 +511,9 @@ static void pace_sleep(struct cs_lim_dev *D, int64_t wait)
     if (wait > CS_LIM_SLEEP_MAX_NS)
         wait = CS_LIM_SLEEP_MAX_NS;
     CS_LIM_STAT_ADD(sleeps, 1);
-    int64_t t0 = cs__lim_now();
+    int64_t t0 = cs__now_ns();
     cs__lim_sleep(wait);
-    uint64_t slept = (uint64_t)(cs__lim_now() - t0);
+    uint64_t slept = (uint64_t)(cs__now_ns() - t0);
     CS_LIM_STAT_ADD(sleep_ns, slept);
     __atomic_fetch_add(&D->sleep_ns, slept, __ATOMIC_RELAXED);
     /* Published for the node view (throttled %), not read back here. */
@@ -535,7 +529,7 @@ static struct cs_lim_stream *wait_turn(struct cs_lim_dev *D, struct cs_lim_ctx *
                                        uintptr_t key, CUstream rec, bool *engaged)
 {
     for (;;) {
-        int64_t now = cs__lim_now();
+        int64_t now = cs__now_ns();
         pthread_mutex_lock(&D->mu);
         *engaged = law_follow(D, cx->dev, now);
         cs__lim_harvest_locked(cx->dev, now);
@@ -563,7 +557,7 @@ static void issue_ticket(struct cs_lim_ticket *t, struct cs_lim_dev *D, struct c
     t->est = (uint64_t)(est > 0 ? est : 0);
     /* Well under the share (or not pacing at all), a sample of the
      * launches is enough: the others are charged by estimate. */
-    bool estimate_only = est > 0 && (!engaged || cs__law_well_under(&D->law, cs__lim_now())) &&
+    bool estimate_only = est > 0 && (!engaged || cs__law_well_under(&D->law, cs__now_ns())) &&
                          D->launches++ % CS_LIM_SAMPLE != 0;
     if (st && estimate_only) {
         st->tickets++;
@@ -656,7 +650,7 @@ static void charge_estimate(struct cs_lim_dev *D, int dev, const struct cs_lim_t
     __atomic_fetch_add(&D->own_total, ns, __ATOMIC_RELAXED);
     __atomic_fetch_add(&D->own_work, (uint64_t)sig_work(D, t->sig, (int64_t)ns), __ATOMIC_RELAXED);
     if (D->law_running)
-        cs__law_charge(&D->law, ns, 0, cs__lim_now());
+        cs__law_charge(&D->law, ns, 0, cs__now_ns());
 }
 
 /* Records the end marker of a sampled launch and queues the pair (device
@@ -687,7 +681,7 @@ static void queue_pair(struct cs_lim_dev *D, struct cs_lim_stream *st,
     cs__law_pending(&D->law, (int64_t)t->est);
     struct cs_ledger_slot *s = cs__lim_my_slot();
     if (s)
-        __atomic_store_n(&s->last_launch_ns[cx->dev], (uint64_t)cs__lim_now(), __ATOMIC_RELAXED);
+        __atomic_store_n(&s->last_launch_ns[cx->dev], (uint64_t)cs__now_ns(), __ATOMIC_RELAXED);
 }
 
 void cs__limiter_measure(struct cs_lim_ticket *t, CUresult launched)

@@ -12,9 +12,25 @@
 #ifndef CS_LIMITER_LIMITER_H
 #define CS_LIMITER_LIMITER_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
-#include "hook/hooks.h"
+#include "hook/runtime.h"
+
+/* Common prologue of every wrapper: initialise (fail closed) and honour a
+ * suspend request; `real` NULL means the driver lacks the symbol. */
+#define CS_ENTER(sym)                                      \
+    do {                                                   \
+        int cs_rc_ = cs__init();                           \
+        if (cs_rc_)                                        \
+            return cs__init_error(cs_rc_);                 \
+        if (!cs_real.sym)                                  \
+            return CUDA_ERROR_NOT_FOUND;                   \
+        cs__checkpoint();                                  \
+    } while (0)
+
+/* Parks the calling thread while the tenant is suspended (suspend.c). */
+void cs__checkpoint(void);
 
 /* What a launch is: its kind keeps its own estimate of GPU time. */
 enum cs_lim_kind { CS_LIM_KERNEL = 0, CS_LIM_GRAPH = 1, CS_LIM_MEMSET = 2, CS_LIM_NKINDS };
@@ -35,8 +51,8 @@ extern int cs__lim_armed;
 
 /* Fork child: resets every piece of the limiter's per-process state
  * (devices, streams, contexts, the watcher, tenant sums, captures, suspend,
- * counters, their locks) so the child arms afresh. Called by the one fork
- * handler (hook/init.c), in the child, with one thread. */
+ * counters, their locks) so the child arms afresh. Registered with the
+ * one fork handler (core/fork.h); runs in the child, one thread. */
 void cs__lim_atfork_child(void);
 
 /* One path per launch wrapper: the KERNEL, GRAPHRUN and MEMSET rows of
@@ -116,6 +132,50 @@ static inline void cs__limiter_after_launch(struct cs_lim_ticket *t, CUresult la
     if (__builtin_expect(t->stream != 0, 0))
         cs__limiter_measure(t, launched);
 }
+
+/* The body of a launch wrapper: prologue, pacing, the call, measurement.
+ * `sym` names the hooks.def row (and so the path); `call` is evaluated
+ * once, between the two halves. */
+#define CS_LAUNCH_BODY(sym, stream, sig, call)                      \
+    do {                                                            \
+        CS_ENTER(sym);                                              \
+        struct cs_lim_ticket t_;                                    \
+        cs__limiter_before_launch(&t_, (stream), CS_LIM_PATH_##sym, (sig)); \
+        CUresult r_ = call;                                         \
+        cs__limiter_after_launch(&t_, r_);                          \
+        return r_;                                                  \
+    } while (0)
+
+/* ---- stream capture (capture.c; docs/limiter.md "Stream capture") -------
+ * Which work is being captured rather than run, and how cushare's own
+ * driver calls keep out of the way of an open capture. Used by the launch
+ * path and by the stream-ordered allocation wrappers (src/mem/pool.c). */
+
+/* Whether any stream capture is open in this process. */
+bool cs__capture_any_open(void);
+
+/* Whether work pushed to `rec` now would be captured (or the driver will
+ * not say: the legacy stream beside a capturing blocking stream). Costs
+ * one load while no capture is open. */
+bool cs__capture_stream_captured(CUstream rec);
+
+/* Brackets driver calls that a GLOBAL-mode capture forbids to every other
+ * thread (event queries, pool attributes): while a capture is open they
+ * run in relaxed mode, and a capture cannot begin in the middle of an
+ * unrelaxed one. Never held across a sleep or a call that may block. */
+struct cs_capture_guard {
+    bool relaxed;
+    CUstreamCaptureMode prev;
+};
+void cs__capture_unsafe_begin(struct cs_capture_guard *g);
+void cs__capture_unsafe_end(struct cs_capture_guard *g);
+
+/* Puts the calling thread in relaxed capture mode for good: for cushare's
+ * own threads (the watcher). */
+void cs__capture_relax_thread(void);
+
+/* Fork child: no capture survives fork. */
+void cs__capture_atfork_child(void);
 
 /* Counters for tests and `cushare bench limiter` (process-local, relaxed).
  * Exported as cushare_limiter_stats() so a test can read them through

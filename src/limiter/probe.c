@@ -12,37 +12,30 @@
  * waiting never gives up), so two of our processes never blur each
  * other's difference; a coincidence with another tenant's allocation of
  * the same size shows up as zero or several matches and is retried. The
- * probe buffer is charged to the budget like any allocation.
+ * probe buffer is charged to the budget in the ledger directly (this file
+ * sits below src/mem): a full budget fails the probe, which says so.
  */
 #include <errno.h>
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "core/log.h"
 #include "identity/identity.h"
 #include "limiter/internal.h"
-#include "mem/admit.h"
 
 #define SUBSYS "identity"
 #define PROBE_BYTES (2ull << 20)
 #define PROBE_TRIES 3
-#define MAX_PROCS 256
-
 struct snapshot {
-    nvmlProcessInfo_t p[MAX_PROCS];
+    nvmlProcessInfo_t *p; /* malloc'ed by cs__nvml_processes, or NULL */
     unsigned n;
 };
 
 static int snap(nvmlDevice_t d, struct snapshot *s)
 {
-    s->n = MAX_PROCS;
-    nvmlReturn_t r = cs_drv.nvmlDeviceGetComputeRunningProcesses_v3(d, &s->n, s->p);
-    if (r != NVML_SUCCESS)
-        return -EIO;
-    if (s->n > MAX_PROCS)
-        s->n = MAX_PROCS;
-    return 0;
+    return cs__nvml_processes(d, &s->p, &s->n) ? -EIO : 0;
 }
 
 static unsigned long long used_by(const struct snapshot *s, unsigned pid)
@@ -71,11 +64,12 @@ static int unique_grower(const struct snapshot *before, const struct snapshot *a
 /* One experiment on device `dev` with our primary context current. */
 static int experiment(int dev, nvmlDevice_t nd, pid_t *out)
 {
-    struct snapshot before, after;
+    struct snapshot before = {0}, after = {0};
     CUdeviceptr p;
-    if (cs__admit(dev, CS_MEM_DATA, PROBE_BYTES) != CUDA_SUCCESS)
-        return -ENOMEM;
-    int rc = snap(nd, &before);
+    int rc = cs__ledger_reserve(cs__ledger(), dev, CS_MEM_DATA, PROBE_BYTES);
+    if (rc)
+        return rc;
+    rc = snap(nd, &before);
     if (!rc && cs_real.cuMemAlloc_v2(&p, PROBE_BYTES) == CUDA_SUCCESS) {
         rc = snap(nd, &after);
         cs_real.cuMemFree_v2(p);
@@ -84,7 +78,9 @@ static int experiment(int dev, nvmlDevice_t nd, pid_t *out)
     } else if (!rc) {
         rc = -ENOMEM;
     }
-    cs__give_back(dev, CS_MEM_DATA, PROBE_BYTES);
+    cs__ledger_release(cs__ledger(), dev, CS_MEM_DATA, PROBE_BYTES);
+    free(before.p);
+    free(after.p);
     return rc;
 }
 
@@ -94,7 +90,7 @@ int cs__identity_probe(int dev, nvmlDevice_t nd, pid_t *host_pid, uint32_t *wait
         !cs_drv.nvmlDeviceGetComputeRunningProcesses_v3)
         return -ENOSYS;
     struct cs_postinit_lock lock;
-    int rc = cs__postinit_lock_init(&lock, cs_rt.ledger.fd, CS_POSTINIT_LOCK_OFFSET,
+    int rc = cs__postinit_lock_init(&lock, cs__ledger()->fd, CS_POSTINIT_LOCK_OFFSET,
                                     CS_POSTINIT_WAIT_AUTO);
     if (rc)
         return rc;

@@ -38,7 +38,6 @@
 #include "core/fork.h"
 #include "core/log.h"
 #include "limiter/internal.h"
-#include "mem/admit.h"
 
 #define SUBSYS "limiter"
 
@@ -54,16 +53,6 @@ void cs__suspend_atfork_child(void)
      * its own, whose run_state starts at 0. */
     cs__mutex_reset(&park_mu);
     parked = 0;
-}
-
-static struct cs_ledger_slot *slot_fast(void)
-{
-    struct cs_ledger_header *h = cs_rt.ledger.hdr;
-    int idx = cs_rt.ledger.slot;
-    if (__builtin_expect(!h || idx < 0, 0))
-        return NULL;
-    return (struct cs_ledger_slot *)((char *)h + CS_LEDGER_HEADER_SIZE +
-                                     (size_t)idx * sizeof(struct cs_ledger_slot));
 }
 
 static long futex(uint32_t *word, int op, uint32_t val, const struct timespec *ts)
@@ -91,7 +80,7 @@ static void park(struct cs_ledger_slot *s)
 
 void cs__checkpoint(void)
 {
-    struct cs_ledger_slot *s = slot_fast();
+    struct cs_ledger_slot *s = cs__lim_my_slot();
     if (__builtin_expect(!s, 0))
         return;
     /* Any value but CS_SUSPEND (a newer writer's) means run. */
@@ -118,7 +107,7 @@ static void chain(const struct sigaction *p, int sig, siginfo_t *si, void *uc)
 static void on_signal(int sig, siginfo_t *si, void *uc)
 {
     int saved = errno;
-    struct cs_ledger_slot *s = slot_fast();
+    struct cs_ledger_slot *s = cs__lim_my_slot();
     if (s && sig == SIGUSR2) {
         __atomic_store_n(&s->run_request, (uint32_t)CS_SUSPEND, __ATOMIC_SEQ_CST);
     } else if (s && sig == SIGUSR1) {
@@ -177,7 +166,7 @@ void cs__suspend_install_signals(void)
     static int done; /* once per process image: handlers survive fork */
     if (__atomic_exchange_n(&done, 1, __ATOMIC_ACQ_REL))
         return;
-    if (!cs_rt.cfg.hami_signals)
+    if (!cs__config()->hami_signals)
         return;
     install(SIGUSR1, &prev_usr1);
     install(SIGUSR2, &prev_usr2);

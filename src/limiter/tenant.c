@@ -39,7 +39,7 @@ void cs__tenant_reset(void)
 
 static struct cs_ledger_slot *slot_at(int i)
 {
-    return cs__ledger_slot(&cs_rt.ledger, i);
+    return cs__ledger_slot(cs__ledger(), i);
 }
 
 /* T.mu held. */
@@ -61,7 +61,7 @@ static void sum_locked(void)
 
 void cs__tenant_refresh(void)
 {
-    const int me = cs_rt.ledger.slot;
+    const int me = cs__ledger()->slot;
     pthread_mutex_lock(&T.mu);
     sum_locked();
     /* Rebuild the list, keeping what we know of slots still listed. */

@@ -34,8 +34,9 @@
  *             decision fails closed: engaged.
  *
  * Identity (which NVML pid is ours) is resolved here, once, lazily: tier 0
- * when NVML lists our own getpid(), else broker / procfs as configured
- * (src/identity). The legacy probe is not run by the limiter.
+ * when NVML lists our own getpid(), else broker / procfs as configured,
+ * else the legacy allocation probe (probe.c) when NVML works
+ * (src/identity).
  */
 #define _GNU_SOURCE
 #include "hami/hami.h"
@@ -49,6 +50,7 @@
 
 #include "core/fork.h"
 #include "core/log.h"
+#include "core/uuid.h"
 #include "identity/identity.h"
 #include "limiter/board.h"
 #include "limiter/internal.h"
@@ -67,7 +69,6 @@
 #define CS_WATCH_SMOOTH 0.25             /* per-tick step towards a new scale */
 #define CS_WATCH_CAP_REREAD_NS 10000000000ll /* power cap re-read every 10 s */
 
-void cs__format_uuid(const unsigned char b[16], char out[41]);
 
 static pthread_mutex_t watch_mu = PTHREAD_MUTEX_INITIALIZER;
 static bool watch_started;
@@ -124,10 +125,10 @@ static bool nvml_device(int d)
 {
     if (W.nvml_known[d])
         return true;
-    if (!W.nvml_ok || !cs_rt.dev[d].known || !cs_drv.nvmlDeviceGetHandleByUUID)
+    if (!W.nvml_ok || !cs__device_info(d)->known || !cs_drv.nvmlDeviceGetHandleByUUID)
         return false;
     char s[41];
-    cs__format_uuid((const unsigned char *)cs_rt.dev[d].uuid.bytes, s);
+    cs__format_uuid((const uint8_t *)cs__device_info(d)->uuid.bytes, s);
     if (cs_drv.nvmlDeviceGetHandleByUUID(s, &W.nvml[d]) != NVML_SUCCESS)
         return false;
     W.nvml_known[d] = true;
@@ -143,13 +144,16 @@ static int nvml_sees_self(void *ctx)
     for (int d = 0; d < CS_MAX_DEVICES; d++) {
         if (!nvml_device(d))
             continue;
-        nvmlProcessInfo_t infos[256];
-        unsigned n = 256;
-        if (cs_drv.nvmlDeviceGetComputeRunningProcesses_v3(W.nvml[d], &n, infos) != NVML_SUCCESS)
+        nvmlProcessInfo_t *infos;
+        unsigned n;
+        if (cs__nvml_processes(W.nvml[d], &infos, &n))
             continue;
-        for (unsigned i = 0; i < n && i < 256; i++)
-            if (infos[i].pid == me)
-                return 1;
+        bool seen = false;
+        for (unsigned i = 0; i < n && !seen; i++)
+            seen = infos[i].pid == me;
+        free(infos);
+        if (seen)
+            return 1;
     }
     return 0;
 }
@@ -180,15 +184,15 @@ static void resolve_identity(void)
     if (nvml_sees_self(NULL) != 1 && ++W.identity_attempts < 10)
         return;
     struct cs_identity_config cfg = {
-        .broker = cs_rt.cfg.hostpid_broker,
-        .procfs_root = cs_rt.cfg.host_procfs[0] ? cs_rt.cfg.host_procfs : NULL,
+        .broker = cs__config()->hostpid_broker,
+        .procfs_root = cs__config()->host_procfs[0] ? cs__config()->host_procfs : NULL,
         .nvml_sees_self = nvml_sees_self,
         .probe = W.nvml_ok ? probe_cb : NULL,
     };
     struct cs_identity_result res;
     int rc = cs__identity_resolve(&cfg, &res);
     W.identity_done = true;
-    cs__ledger_set_identity(&cs_rt.ledger, rc ? 0 : (int32_t)res.host_pid, (uint32_t)res.tier,
+    cs__ledger_set_identity(cs__ledger(), rc ? 0 : (int32_t)res.host_pid, (uint32_t)res.tier,
                             (uint32_t)(res.reason < 0 ? -res.reason : 0));
     __atomic_store_n(&s->lock_waits, probe_waits, __ATOMIC_RELAXED);
     cs__phase_identity((uint32_t)res.tier, probe_waits);
@@ -223,23 +227,21 @@ static int foreign_pct(int d, int util, int our_pct)
         return -1;
     int foreign = util - our_pct;
     if (cs_drv.nvmlDeviceGetProcessUtilization) {
-        unsigned pids[256];
-        int npids = cs__tenant_pids(pids, 256);
-        static nvmlProcessUtilizationSample_t smp[256];
-        unsigned n = 256;
-        nvmlReturn_t r = cs_drv.nvmlDeviceGetProcessUtilization(W.nvml[d], smp, &n,
-                                                                W.last_sample_us[d]);
-        if (r == NVML_SUCCESS) {
+        static unsigned pids[CS_LEDGER_SLOTS];
+        int npids = cs__tenant_pids(pids, CS_LEDGER_SLOTS);
+        nvmlProcessUtilizationSample_t *smp;
+        unsigned n;
+        if (cs__nvml_process_samples(W.nvml[d], W.last_sample_us[d], &smp, &n) == 0) {
             int sum = 0;
             unsigned long long newest = W.last_sample_us[d];
             /* Latest sample per foreign pid. */
-            for (unsigned i = 0; i < n && i < 256; i++) {
+            for (unsigned i = 0; i < n; i++) {
                 if (smp[i].timeStamp > newest)
                     newest = smp[i].timeStamp;
                 if (is_ours(smp[i].pid, pids, npids))
                     continue;
                 bool later = false;
-                for (unsigned j = 0; j < n && j < 256; j++)
+                for (unsigned j = 0; j < n; j++)
                     if (j != i && smp[j].pid == smp[i].pid && smp[j].timeStamp > smp[i].timeStamp)
                         later = true;
                 if (!later)
@@ -248,6 +250,7 @@ static int foreign_pct(int d, int util, int our_pct)
             W.last_sample_us[d] = newest;
             if (sum > foreign)
                 foreign = sum;
+            free(smp);
         }
     }
     return foreign < 0 ? 0 : foreign;
@@ -294,10 +297,8 @@ static uint32_t share_over(int d, int ticks)
 }
 
 /* The tenant's share of device d over the last second counted in work
- * (contention-free launch time): its GPU time share, scaled by how much of
- * this process's charged time was work. This is what fulfilment compares:
- * on an H200 a 75 % tenant next to a 25 % one is charged ~73 % of GPU time
- * but does 69 % of its unlimited work. */
+ * (contention-free launch time), what fulfilment compares
+ * (docs/limiter.md, "Fulfilment"). */
 static uint32_t work_share(int d)
 {
     uint32_t ppm = share_over(d, CS_WATCH_WINDOW);
@@ -343,8 +344,8 @@ static void record_totals(int64_t now)
 static uint64_t tenant_id(void)
 {
     struct stat st;
-    const struct cs_ledger_header *h = cs_rt.ledger.hdr;
-    if (cs_rt.ledger.fd < 0 || fstat(cs_rt.ledger.fd, &st) || !h)
+    const struct cs_ledger_header *h = cs__ledger()->hdr;
+    if (cs__ledger()->fd < 0 || fstat(cs__ledger()->fd, &st) || !h)
         return 0;
     uint64_t x = (uint64_t)st.st_dev * 0x9e3779b97f4a7c15ull ^ (uint64_t)st.st_ino;
     x ^= h->created_ns + 0x632be59bd9b4e019ull + (x << 6) + (x >> 2);
@@ -356,25 +357,15 @@ static uint64_t tenant_id(void)
 
 /* ---- the share the law charges at --------------------------------------- */
 
-/* Clock boost. A power-capped GPU that is busy only part of the time runs
- * its kernels at a higher clock than under full load, so a tenant held to
- * L of GPU time does more than L of the work it does unlimited (an H200
- * matmul: 59 % at 50). The limit means a share of the full-load work, so
- * each nanosecond is charged as the longer time it would take at full
- * load. From NVML's board power P (a 1 s average), the device's busy
- * fraction D and the enforced cap: the dynamic power while busy is
- * (P - idle) / D; at full load the clock drops until it fits under the
- * cap, and dynamic power goes with the square of the clock (measured on
- * the H200: 1575 MHz at 700 W, 1785 at 682 W and 75 % busy), so kernels
- * take sqrt(((P - idle) / D) / (cap - idle)) times longer, or the same
- * when that is below 1. Memory-bound kernels draw less than the cap even
- * at full load: no correction. */
+/* Clock boost: each busy nanosecond charged as the longer time it would
+ * take at full load under the power cap, sqrt(((P - idle) / D) /
+ * (cap - idle)), 1 when below 1 (docs/limiter.md, "Clock boost"). */
 static void update_boost(int d, int util, uint32_t own_ppm, int64_t now)
 {
     __typeof__(W.dev[0]) *w = &W.dev[d];
     if (!w->boost)
         w->boost = 1;
-    if (cs_rt.cfg.sm_share_time || !nvml_device(d) || !cs_drv.nvmlDeviceGetPowerUsage ||
+    if (cs__config()->sm_share_time || !nvml_device(d) || !cs_drv.nvmlDeviceGetPowerUsage ||
         !cs_drv.nvmlDeviceGetEnforcedPowerLimit) {
         w->boost = 1;
         return;
@@ -403,31 +394,16 @@ static void update_boost(int d, int util, uint32_t own_ppm, int64_t now)
     w->boost += (target - w->boost) * CS_WATCH_SMOOTH;
 }
 
-/* Fulfilment. Two GPU-bound tenants at 25 % and 75 % do not get 1:3 by
- * pacing the first alone: the GPU time-slices the contexts and switching
- * costs time, so the unpaced 75 % tenant gets what is left (64 % on an
- * H200) while the 25 % one gets all of its share. When a tenant of higher
- * or equal priority posts that it is starved, we scale our share to its
- * fulfilment (its share / its limit): both end at the same fraction of
- * their limits, in their limits' proportion. Freeing x of the GPU gives
- * the starved tenant about x, which moves our target by about
- * x * (our limit / its limit): the step is scaled down by that ratio when
- * it exceeds 1, so the loop's gain stays below one and it converges
- * without oscillating.
- *
- * A starved claim is its writer's word. We yield only while what we
- * measure ourselves agrees that somebody can be starved: the device is
- * saturated (`saturated`, from our own NVML samples). A liar without GPU
- * work of its own cannot make a partly idle device look saturated, and
- * whatever it claims, we never go below the floor, which honest tenants
- * oversubscribing the device can reach too (docs/limiter.md, "What a
- * board entry can do to others"). */
+/* Fulfilment: scale our share to the fulfilment of a starved tenant of
+ * higher or equal priority, only while our own samples say the device is
+ * saturated, never below the floor; the step shrinks by its limit / ours
+ * so the loop converges (docs/limiter.md, "Fulfilment"). */
 static void update_fulfil(int d, const struct cs_board_view *v, bool saturated)
 {
     __typeof__(W.dev[0]) *w = &W.dev[d];
     if (!w->fulfil)
         w->fulfil = 1;
-    double target = cs_rt.cfg.sm_share_time || !saturated ? 1 : v->starved_fulfil_ppm / 1e6;
+    double target = cs__config()->sm_share_time || !saturated ? 1 : v->starved_fulfil_ppm / 1e6;
     target = fmax(CS_WATCH_FULFIL_FLOOR, fmin(1, target));
     double step = CS_WATCH_SMOOTH;
     uint32_t ours = cs__lim_devs[d].pct;
@@ -489,7 +465,7 @@ static void apply_share(int d)
 
 static void tick(int64_t now)
 {
-    const struct cs_ledger_header *h = cs_rt.ledger.hdr;
+    const struct cs_ledger_header *h = cs__ledger()->hdr;
     uint32_t policy = __atomic_load_n(&h->policy, __ATOMIC_RELAXED);
     int32_t prio = __atomic_load_n(&h->priority, __ATOMIC_RELAXED);
 
@@ -510,8 +486,8 @@ static void tick(int64_t now)
     struct cs_board_view views[CS_MAX_DEVICES];
     for (int d = 0; d < CS_MAX_DEVICES; d++) {
         views[d] = (struct cs_board_view){.starved_fulfil_ppm = 1000000};
-        if (cs__lim_devs[d].pct && cs_rt.dev[d].known && W.board)
-            cs__board_view(W.board, W.tenant_id, (const uint8_t *)cs_rt.dev[d].uuid.bytes, prio,
+        if (cs__lim_devs[d].pct && cs__device_info(d)->known && W.board)
+            cs__board_view(W.board, W.tenant_id, (const uint8_t *)cs__device_info(d)->uuid.bytes, prio,
                            now, &views[d]);
     }
     for (int d = 0; d < CS_MAX_DEVICES; d++) {
@@ -519,7 +495,7 @@ static void tick(int64_t now)
         if (!D->pct)
             continue;
         uint32_t ppm = work_share(d);
-        bool known = cs_rt.dev[d].known;
+        bool known = cs__device_info(d)->known;
         int util_now = known ? device_util(d) : -1;
         W.util[ring_at(0)][d] = (int8_t)util_now;
         int util = util_mean(d); /* over the second board power averages */
@@ -530,7 +506,7 @@ static void tick(int64_t now)
                                       .policy = policy, .sm_limit = D->pct,
                                       .share_ppm = ppm, .busy = ppm >= CS_BOARD_BUSY_PPM,
                                       .starved = starved(d, ppm, saturated)};
-            memcpy(p.uuid, cs_rt.dev[d].uuid.bytes, 16);
+            memcpy(p.uuid, cs__device_info(d)->uuid.bytes, 16);
             cs__board_post(W.board, &p, now);
         }
         if (known) {
@@ -580,19 +556,19 @@ static void *watcher(void *arg)
     else
         cs_info(SUBSYS, "NVML unavailable: policy default treats every limited device as "
                 "contended (fail closed)");
-    W.board = cs__board_open(cs_rt.cfg.board_path[0] ? cs_rt.cfg.board_path : NULL);
+    W.board = cs__board_open(cs__config()->board_path[0] ? cs__config()->board_path : NULL);
     W.tenant_id = tenant_id();
-    int64_t next = cs__lim_now();
+    int64_t next = cs__now_ns();
     for (;;) {
         pthread_mutex_lock(&run_mu);
         if (stopping) {
             pthread_mutex_unlock(&run_mu);
             return NULL;
         }
-        tick(cs__lim_now());
+        tick(cs__now_ns());
         pthread_mutex_unlock(&run_mu);
         next += CS_LIM_TICK_NS;
-        int64_t now = cs__lim_now();
+        int64_t now = cs__now_ns();
         if (next < now)
             next = now;
         cs__lim_sleep(next - now);

@@ -10,13 +10,13 @@ CUresult cs__admit(int dev, enum cs_mem_category cat, uint64_t bytes)
 {
     if (dev < 0)
         return CUDA_SUCCESS; /* no context: the driver will refuse the call */
-    int rc = cs__ledger_reserve(&cs_rt.ledger, dev, cat, bytes);
+    int rc = cs__ledger_reserve(cs__ledger(), dev, cat, bytes);
     if (rc == -ENOMEM) {
         cs__pools_settle();
-        rc = cs__ledger_reserve(&cs_rt.ledger, dev, cat, bytes);
+        rc = cs__ledger_reserve(cs__ledger(), dev, cat, bytes);
     }
     if (rc == 0) {
-        cs__hami_sync_slot(cs_rt.ledger.slot);
+        cs__hami_sync_slot(cs__ledger()->slot);
         return CUDA_SUCCESS;
     }
     if (rc == -ENOTRECOVERABLE)
@@ -25,7 +25,7 @@ CUresult cs__admit(int dev, enum cs_mem_category cat, uint64_t bytes)
         cs__hami_sync_all(); /* the refusal reaped the dead first */
         cs_info("mem", "device %d: %llu bytes refused: %llu of %llu in use", dev,
                 (unsigned long long)bytes,
-                (unsigned long long)cs__ledger_used(&cs_rt.ledger, dev),
+                (unsigned long long)cs__ledger_used(cs__ledger(), dev),
                 (unsigned long long)cs__device_limit(dev));
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
@@ -37,8 +37,8 @@ CUresult cs__admit(int dev, enum cs_mem_category cat, uint64_t bytes)
 void cs__give_back(int dev, enum cs_mem_category cat, uint64_t bytes)
 {
     if (dev >= 0 && bytes) {
-        cs__ledger_release(&cs_rt.ledger, dev, cat, bytes);
-        cs__hami_sync_slot(cs_rt.ledger.slot);
+        cs__ledger_release(cs__ledger(), dev, cat, bytes);
+        cs__hami_sync_slot(cs__ledger()->slot);
     }
 }
 

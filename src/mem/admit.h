@@ -10,22 +10,8 @@
 #include <stdint.h>
 
 #include "hook/runtime.h"
+#include "limiter/limiter.h"
 #include "mem/track.h"
-
-/* Common prologue of every wrapper: initialise (fail closed) and honour a
- * suspend request; `real` NULL means the driver lacks the symbol. */
-#define CS_ENTER(sym)                                      \
-    do {                                                   \
-        int cs_rc_ = cs__init();                           \
-        if (cs_rc_)                                        \
-            return cs__init_error(cs_rc_);                 \
-        if (!cs_real.sym)                                  \
-            return CUDA_ERROR_NOT_FOUND;                   \
-        cs__checkpoint();                                  \
-    } while (0)
-
-/* Parks the calling thread while the tenant is suspended (limiter). */
-void cs__checkpoint(void);
 
 /* Reserves `bytes` on `dev`: CUDA_SUCCESS or CUDA_ERROR_OUT_OF_MEMORY.
  * Before refusing it settles stale pool/graph charges and reaps dead
@@ -60,13 +46,27 @@ CUresult cs__adjust(int dev, enum cs_mem_category cat, uint64_t have, uint64_t w
  * gives back what the driver has released since (pool.c). */
 void cs__pools_settle(void);
 
+/* The slice view of device `dev` given the physical figures (views.c):
+ * total = min(limit, physical), free = min(physical free, total - used)
+ * (0 when used >= total); the physical figures when `dev` has no budget. */
+void cs__slice_view(int dev, uint64_t phys_total, uint64_t phys_free, uint64_t *total,
+                    uint64_t *free_out);
+
+/* After a graph launch: settles the graph memory charges of the current
+ * device (graph.c). */
+void cs__graph_after_launch(void);
+
+/* Re-reads every graph memory charge and gives back what was released
+ * (graph.c; part of cs__pools_settle). */
+void cs__graph_settle(void);
+
 /* A fork child starts with no graph / pool charges (graph.c, pool.c). */
 void cs__graph_atfork_child(void);
 void cs__pools_atfork_child(void);
 
 /* Fork child: resets every piece of src/mem's per-process state (contexts,
- * allocation records, pool and graph charges, their locks). Called by the
- * one fork handler (hook/init.c), in the child, with one thread. */
+ * allocation records, pool and graph charges, their locks). Registered
+ * with the one fork handler (core/fork.h); runs in the child, one thread. */
 void cs__mem_atfork_child(void);
 
 #endif

@@ -83,7 +83,7 @@ static uint64_t last_cost[CS_MAX_DEVICES][2];
  * memory of the parent's, so it must not give back the parent's charges
  * when it destroys a context whose handle happens to equal a parent's.
  * last_cost stays: it is what a context costs on the device, for anyone.
- * Called by init.c's fork handler, with every other module's reset. */
+ * Registered with the one fork handler (core/fork.h). */
 void cs__mem_atfork_child(void)
 {
     cs__mutex_reset(&ctx_mu);
@@ -92,6 +92,7 @@ void cs__mem_atfork_child(void)
     cs__pools_atfork_child();
     cs__graph_atfork_child();
 }
+CS_FORK_CHILD_RESET(cs__mem_atfork_child, CS_FORK_MEM)
 
 static void lock_contexts(void)
 {
@@ -157,8 +158,8 @@ static int primary_active(int dev)
 static bool nvml_bytes(int dev, uint64_t *out)
 {
     unsigned long long b = 0;
-    if (!cs_rt.dev[dev].known ||
-        cs__nvml_process_memory(&cs_rt.dev[dev].uuid, (unsigned)getpid(), &b))
+    if (!cs__device_info(dev)->known ||
+        cs__nvml_process_memory(&cs__device_info(dev)->uuid, (unsigned)getpid(), &b))
         return false;
     *out = b;
     return true;
@@ -168,9 +169,9 @@ static bool nvml_bytes(int dev, uint64_t *out)
  * free. */
 static void note_nvml_identity(void)
 {
-    struct cs_ledger_slot *slot = cs__ledger_my_slot(&cs_rt.ledger);
+    struct cs_ledger_slot *slot = cs__ledger_my_slot(cs__ledger());
     if (slot && __atomic_load_n(&slot->identity_tier, __ATOMIC_ACQUIRE) == CS_IDENTITY_UNKNOWN) {
-        cs__ledger_set_identity(&cs_rt.ledger, (int32_t)getpid(), CS_IDENTITY_NVML_NS, 0);
+        cs__ledger_set_identity(cs__ledger(), (int32_t)getpid(), CS_IDENTITY_NVML_NS, 0);
         cs__phase_identity(CS_IDENTITY_NVML_NS, 0);
     }
 }
@@ -187,7 +188,7 @@ struct window {
 
 static uint64_t own_bytes(const struct window *w)
 {
-    uint64_t b = cs__ledger_my_device_bytes(&cs_rt.ledger, w->dev);
+    uint64_t b = cs__ledger_my_device_bytes(cs__ledger(), w->dev);
     return b > w->held ? b - w->held : 0;
 }
 
@@ -227,7 +228,7 @@ static uint64_t estimate(int dev, bool further)
     if (!e)
         e = last_cost[dev][!further];
     if (!e)
-        e = cs__ledger_min_peer_charge(&cs_rt.ledger, dev, CS_MEM_CONTEXT);
+        e = cs__ledger_min_peer_charge(cs__ledger(), dev, CS_MEM_CONTEXT);
     return e;
 }
 
@@ -242,7 +243,7 @@ struct measure_lock {
 static void measure_lock_take(struct measure_lock *m, int dev)
 {
     m->held = false;
-    int rc = cs__postinit_lock_init(&m->lk, cs_rt.ledger.fd, CS_LEDGER_CTX_LOCK(dev),
+    int rc = cs__postinit_lock_init(&m->lk, cs__ledger()->fd, CS_LEDGER_CTX_LOCK(dev),
                                     CS_POSTINIT_WAIT_AUTO);
     if (!rc) {
         rc = cs__postinit_lock_acquire(&m->lk, NULL);
@@ -251,7 +252,7 @@ static void measure_lock_take(struct measure_lock *m, int dev)
     }
     if (rc)
         cs_warn_capped(4, SUBSYS, "device %d: the context-measure lock of %s cannot be taken "
-                       "(%s); measuring a new context without it", dev, cs_rt.ledger.path,
+                       "(%s); measuring a new context without it", dev, cs__ledger()->path,
                        strerror(-rc));
     m->held = rc == 0;
 }
@@ -275,9 +276,9 @@ static double mib(uint64_t b)
 static void say_refused(int dev, uint64_t cost, bool estimated)
 {
     char uuid[CS_UUID_STRLEN] = "UUID unknown";
-    if (cs_rt.dev[dev].known)
-        cs__format_uuid((const uint8_t *)cs_rt.dev[dev].uuid.bytes, uuid);
-    uint64_t limit = cs__device_limit(dev), used = cs__ledger_used(&cs_rt.ledger, dev);
+    if (cs__device_info(dev)->known)
+        cs__format_uuid((const uint8_t *)cs__device_info(dev)->uuid.bytes, uuid);
+    uint64_t limit = cs__device_limit(dev), used = cs__ledger_used(cs__ledger(), dev);
     cs_err(SUBSYS, "device %d (%s): a new context needs %.1f MiB%s, but only %.1f MiB of the "
            "%.1f MiB budget is left; refused with CUDA_ERROR_OUT_OF_MEMORY. Give the tenant a "
            "larger budget (cushare run --mem SIZE, or CUDA_DEVICE_MEMORY_LIMIT / "

@@ -65,6 +65,25 @@ void cs__graph_after_launch(void)
         settle_device(dev);
 }
 
+/* Graph launches are launch paths (the limiter paces them) whose memory
+ * nodes change what the device holds: settled after each launch. */
+static CUresult graph_launched(CUresult r)
+{
+    if (r == CUDA_SUCCESS)
+        cs__graph_after_launch();
+    return r;
+}
+
+CUresult CUDAAPI cuGraphLaunch(CUgraphExec g, CUstream s)
+{
+    CS_LAUNCH_BODY(cuGraphLaunch, s, cs__lim_sig_graph(g), graph_launched(cs_real.cuGraphLaunch(g, s)));
+}
+
+CUresult CUDAAPI cuGraphLaunch_ptsz(CUgraphExec g, CUstream s)
+{
+    CS_LAUNCH_BODY(cuGraphLaunch_ptsz, s, cs__lim_sig_graph(g), graph_launched(cs_real.cuGraphLaunch_ptsz(g, s)));
+}
+
 CUresult CUDAAPI cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph,
                                         const CUgraphNode *dependencies, size_t numDependencies,
                                         CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams)

@@ -14,7 +14,6 @@
 
 #include "core/fork.h"
 #include "core/log.h"
-#include "limiter/capture.h"
 #include "mem/admit.h"
 
 /* Serialises charge updates of one process's pools so a read of the
@@ -215,8 +214,6 @@ static void collect_pool(uint64_t key, struct cs_tracked *t, void *ctx)
     }
 }
 
-void cs__graph_settle(void);
-
 void cs__pools_settle(void)
 {
     struct stale s = {.n = 0};
@@ -224,5 +221,5 @@ void cs__pools_settle(void)
     for (int i = 0; i < s.n; i++)
         settle_pool((CUmemoryPool)(uintptr_t)s.key[i], s.dev[i], 0);
     cs__graph_settle();
-    cs__ledger_reap(&cs_rt.ledger);
+    cs__ledger_reap(cs__ledger());
 }

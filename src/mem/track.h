@@ -37,8 +37,8 @@ struct cs_track_batch {
     struct cs_track_node *head;
 };
 
-/* 0, or -ENOMEM when the record cannot be stored. Replaces an old record
- * under the same key (returning the old one in *old if non-NULL, and 1). */
+/* 0, or -ENOMEM when the record cannot be stored. A record already under
+ * the same key is replaced and freed. */
 int cs__track_put(enum cs_track_kind kind, uint64_t key, const struct cs_tracked *t);
 
 /* Removes and returns the record: 0, or -ENOENT for an unknown key. */

@@ -24,9 +24,9 @@ void cs__slice_view(int dev, uint64_t phys_total, uint64_t phys_free, uint64_t *
         return;
     }
     uint64_t t = min_u64(limit, phys_total);
-    cs__ledger_reap(&cs_rt.ledger);
+    cs__ledger_reap(cs__ledger());
     cs__hami_sync_all();
-    uint64_t used = cs__ledger_used(&cs_rt.ledger, dev);
+    uint64_t used = cs__ledger_used(cs__ledger(), dev);
     *total = t;
     *free_out = min_u64(phys_free, used >= t ? 0 : t - used);
 }

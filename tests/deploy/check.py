@@ -4,8 +4,9 @@ for syntax and style, then python3-yaml for the structure the API server
 would refuse: apiVersion/kind/metadata, a DaemonSet's selector matching its
 template labels, every container with a name, image and command, every
 volumeMount naming a declared volume, hostPID for the broker, the library
-installed by rename. Exit 77 (CTest SKIP) with the reason when yamllint or
-PyYAML is missing (.ci/run installs both)."""
+installed by rename, the CDI spec written into /etc/cdi after it. Exit 77
+(CTest SKIP) with the reason when yamllint or PyYAML is missing (.ci/run
+installs both)."""
 import shutil
 import subprocess
 import sys
@@ -44,7 +45,7 @@ def check_daemonset(d):
         for m in c.get("volumeMounts", []):
             if m["name"] not in vols:
                 errors.append(f"container {c['name']}: mounts undeclared volume {m['name']}")
-    for want in ("install-lib", "broker", "exporter"):
+    for want in ("install-lib", "cdi-spec", "broker", "exporter"):
         if want not in names:
             errors.append(f"DaemonSet has no {want} container")
     if not pod.get("hostPID"):
@@ -52,6 +53,13 @@ def check_daemonset(d):
     install = " ".join(pod["initContainers"][0]["command"])
     if "mv -f" not in install:
         errors.append("install-lib must install by rename (HAMi#753)")
+    inits = [c["name"] for c in pod["initContainers"]]
+    if "cdi-spec" in inits and inits.index("cdi-spec") < inits.index("install-lib"):
+        errors.append("cdi-spec must run after install-lib (the spec mounts the library)")
+    for c in pod["initContainers"]:
+        cmd = " ".join(c["command"])
+        if c["name"] == "cdi-spec" and ("cushare cdi" not in cmd or "--output /etc/cdi/" not in cmd):
+            errors.append("cdi-spec must run `cushare cdi ... --output /etc/cdi/...`")
 
 
 for f in files:

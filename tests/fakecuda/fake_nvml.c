@@ -8,6 +8,7 @@
  */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -279,19 +280,25 @@ FC_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t devi
         return NVML_ERROR_INVALID_ARGUMENT;
     const struct fakecuda_proc *procs[FAKECUDA_MAX_PROCS];
     unsigned n = list_procs(d, procs, FAKECUDA_MAX_PROCS);
-    if (*infoCount < n) {
-        *infoCount = n;
+    /* FAKECUDA_NVML_EXTRA_PROCS: that many processes of nobody we know
+     * (pids no test process has) listed first, as on a busy node, so the
+     * real ones come after them. */
+    unsigned extra = fc_cfg.nvml_extra_procs, total = extra + n;
+    if (*infoCount < total) {
+        *infoCount = total;
         return NVML_ERROR_INSUFFICIENT_SIZE;
     }
-    if (n && !infos)
+    if (total && !infos)
         return NVML_ERROR_INVALID_ARGUMENT;
-    for (unsigned i = 0; i < n; i++) {
-        infos[i].pid = (unsigned)(procs[i]->pid + fc_cfg.nvml_pid_offset);
-        infos[i].usedGpuMemory = fakecuda_load(&procs[i]->used[d]);
+    for (unsigned i = 0; i < total; i++) {
+        bool phantom = i < extra;
+        infos[i].pid = phantom ? 0x7f000000u + i
+                               : (unsigned)(procs[i - extra]->pid + fc_cfg.nvml_pid_offset);
+        infos[i].usedGpuMemory = phantom ? 1u << 20 : fakecuda_load(&procs[i - extra]->used[d]);
         infos[i].gpuInstanceId = 0xFFFFFFFFu;
         infos[i].computeInstanceId = 0xFFFFFFFFu;
     }
-    *infoCount = n;
+    *infoCount = total;
     return NVML_SUCCESS;
 }
 

@@ -7,7 +7,9 @@
  * over the all-devices one.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "core/config.h"
@@ -228,8 +230,74 @@ static void hami_contract(void)
     refused(bad);
 }
 
+/* Writes `text` to a fresh file and returns its path (static storage). */
+static const char *slice_file(const char *text)
+{
+    static char path[64];
+    snprintf(path, sizeof path, "/tmp/cs_slice_XXXXXX");
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    CHECK_EQ((long)write(fd, text, strlen(text)), (long)strlen(text));
+    close(fd);
+    return path;
+}
+
+static int load(struct cs_config *c, const char *const *env, const char *path)
+{
+    return cs__config_load(c, (char *const *)env, path);
+}
+
+/* The slice file wins over everything the tenant's environment says about
+ * the slice; only the log levels stay the tenant's; a file that exists
+ * but cannot be used fails the parse. */
+static void slice_file_locks_the_slice(void)
+{
+    struct cs_config c;
+    const char *escape[] = {"CUDA_DEVICE_MEMORY_LIMIT=100g", "CUDA_DEVICE_MEMORY_LIMIT_0=100g",
+                            "CUDA_DEVICE_SM_LIMIT=0", "CUDA_DISABLE_CONTROL=true",
+                            "CUDA_DEVICE_MEMORY_SHARED_CACHE=/tmp/mine.ledger",
+                            "GPU_CORE_UTILIZATION_POLICY=disable", "CUSHARE_LOG_LEVEL=debug",
+                            "HOME=/root", NULL};
+    const char *none[] = {NULL};
+
+    CHECK_EQ(load(&c, escape, "/nonexistent/slice.env"), 0); /* no file: the environment */
+    CHECK(!c.from_slice_file);
+    CHECK(c.disable_control);
+
+    const char *p = slice_file("# slice t1\n\nCUDA_DEVICE_MEMORY_LIMIT=1g\n"
+                               "  CUDA_DEVICE_SM_LIMIT=25\n"
+                               "CUDA_DEVICE_MEMORY_SHARED_CACHE=/var/slices/t1/ledger\n");
+    CHECK_EQ(load(&c, escape, p), 0);
+    CHECK(c.from_slice_file);
+    CHECK_EQ_U(cs__config_mem_limit(&c, 0), 1ull << 30);
+    CHECK_EQ_U(cs__config_mem_limit(&c, 3), 1ull << 30);
+    CHECK_EQ(cs__config_sm_limit(&c, 0), 25);
+    CHECK(!c.disable_control);
+    CHECK_EQ(c.policy, CS_POLICY_DEFAULT);
+    CHECK_STREQ(c.ledger_path, "/var/slices/t1/ledger");
+    CHECK_EQ(c.log_level, CS_LOG_DEBUG); /* the tenant's own */
+    CHECK_EQ(load(&c, none, p), 0);     /* cleared environment: the same slice */
+    CHECK_EQ_U(cs__config_mem_limit(&c, 0), 1ull << 30);
+    CHECK_STREQ(c.ledger_path, "/var/slices/t1/ledger");
+    unlink(p);
+
+    p = slice_file(""); /* an empty slice file: no limits, still not the tenant's say */
+    CHECK_EQ(load(&c, escape, p), 0);
+    CHECK(c.from_slice_file && !c.disable_control && !c.ledger_path[0]);
+    unlink(p);
+
+    p = slice_file("CUDA_DEVICE_MEMORY_LIMIT=1g\nPATH=/bin\n"); /* not ours: refused */
+    CHECK_EQ(load(&c, none, p), -EINVAL);
+    unlink(p);
+    p = slice_file("CUDA_DEVICE_MEMORY_LIMIT=lots\n"); /* a bad value: refused */
+    CHECK_EQ(load(&c, none, p), -EINVAL);
+    unlink(p);
+    CHECK_EQ(load(&c, none, "/tmp"), -EINVAL); /* exists, unreadable as a file */
+}
+
 int main(void)
 {
+    slice_file_locks_the_slice();
     hami_contract();
     sizes();
     lists();

@@ -2,7 +2,9 @@
  * The NVML view of a slice, so `nvidia-smi` and NVML-based monitors inside
  * a slice show the slice: NVML devices are physical; we find the ledger
  * device by UUID (recorded by any process of the tenant after cuInit),
- * else by CUDA_VISIBLE_DEVICES (indices or UUIDs), else by index.
+ * else by CUDA_VISIBLE_DEVICES (indices or UUIDs), else by index. Beside
+ * views.c, the CUDA view: both are cs__slice_view of the same budget.
+ * (src/nvml holds only NVML's declarations, which src/hook needs.)
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -14,13 +16,10 @@
 #include "core/uuid.h"
 #include "mem/admit.h"
 
-void cs__slice_view(int dev, uint64_t phys_total, uint64_t phys_free, uint64_t *total,
-                    uint64_t *free_out);
-
 
 static int by_ledger_uuid(const char *uuid)
 {
-    const struct cs_ledger_header *h = cs_rt.ledger.hdr;
+    const struct cs_ledger_header *h = cs__ledger()->hdr;
     for (int d = 0; d < CS_MAX_DEVICES; d++) {
         if (__atomic_load_n(&h->uuid_state[d], __ATOMIC_ACQUIRE) != 2)
             continue;
@@ -108,30 +107,4 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *me
         slice_of(device, &memory->total, &memory->free, &memory->used))
         memory->reserved = 0;
     return r;
-}
-
-int cs__nvml_process_memory(const CUuuid *uuid, unsigned pid, unsigned long long *bytes)
-{
-    if (cs__drv_load_nvml() || !cs_drv.nvmlInit_v2 || cs_drv.nvmlInit_v2() != NVML_SUCCESS ||
-        !cs_drv.nvmlDeviceGetHandleByUUID || !cs_drv.nvmlDeviceGetComputeRunningProcesses_v3)
-        return -ENOSYS;
-    char s[CS_UUID_STRLEN];
-    cs__format_uuid((const uint8_t *)uuid->bytes, s);
-    nvmlDevice_t dev;
-    if (cs_drv.nvmlDeviceGetHandleByUUID(s, &dev) != NVML_SUCCESS)
-        return -ENODEV;
-    nvmlProcessInfo_t infos[256];
-    unsigned n = 256;
-    if (cs_drv.nvmlDeviceGetComputeRunningProcesses_v3(dev, &n, infos) != NVML_SUCCESS)
-        return -EIO;
-    for (unsigned i = 0; i < n && i < 256; i++) {
-        if (infos[i].pid == pid) {
-            /* Listed, but without a figure (NVML does this under WDDM). */
-            if (infos[i].usedGpuMemory == NVML_VALUE_NOT_AVAILABLE)
-                return -ENODATA;
-            *bytes = infos[i].usedGpuMemory;
-            return 0;
-        }
-    }
-    return -ESRCH;
 }
