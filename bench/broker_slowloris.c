@@ -136,14 +136,14 @@ int main(int argc, char **argv)
     struct opts o;
     parse(argc, argv, &o);
     if (geteuid() != 0)
-        sl_skip("needs root to create a throwaway user (useradd) and drop to it");
+        cs_skip("needs root to create a throwaway user (useradd) and drop to it");
     if (access(o.cli, X_OK) != 0)
-        sl_skip("no cushare at %s (use --cushare PATH)", o.cli);
+        cs_skip("no cushare at %s (use --cushare PATH)", o.cli);
     sl_raise_nofile((rlim_t)o.attack + 256);
     char why[256];
     atexit(cleanup);
     if (sl_user_create(&user, why, sizeof why) != 0)
-        sl_skip("%s", why);
+        cs_skip("%s", why);
     printf("broker %s; attacker %s (uid %u); %d rounds x %d sequential requests per mode, "
            "client deadline %d ms\n", o.cli, user.name, (unsigned)user.uid, o.rounds, o.requests,
            CS_BROKER_TIMEOUT_MS);

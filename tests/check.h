@@ -2,8 +2,8 @@
  * Minimal assertions for cushare tests: each failure prints the expression,
  * both operands and the location, then exits 1 so CTest reports it. Tests
  * are separate executables (one process each); helpers are children they
- * fork or exec themselves. CS_TEST_SCALE (env, default 1) stretches
- * deadlines on slow machines.
+ * fork or exec themselves. Clocks, deadlines (scaled by CS_TEST_SCALE),
+ * gates and skips come from tests/support/support.h.
  */
 #ifndef CS_TESTS_CHECK_H
 #define CS_TESTS_CHECK_H
@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "support/support.h"
 
 #define CHECK(cond)                                                         \
     do {                                                                    \
@@ -59,12 +61,5 @@
             exit(1);                                                          \
         }                                                                     \
     } while (0)
-
-static inline double cs_test_scale(void)
-{
-    const char *s = getenv("CS_TEST_SCALE");
-    double v = s ? atof(s) : 1.0;
-    return v > 0 ? v : 1.0;
-}
 
 #endif

@@ -25,7 +25,6 @@ cs_ledger_test(ledger_damaged test_damaged.c LABELS sanitize)
 # Plays a second, hostile user when run as root (tests/multiuser.h);
 # skipped, with the reason printed, where that is impossible.
 cs_ledger_test(ledger_trust test_trust.c LABELS sanitize)
-set_tests_properties(ledger_trust PROPERTIES SKIP_RETURN_CODE 77)
 
 # The status cases share one source; the case is its argument.
 foreach(case human json errors top)

@@ -23,7 +23,6 @@ cs_limiter_test(limiter_board_truncate test_board_truncate.c)
 # skipped, with the reason printed, where that is impossible.
 cs_limiter_test(limiter_board_hostile test_board_hostile.c
   ${CMAKE_SOURCE_DIR}/src/limiter/board.c $<TARGET_OBJECTS:cs_common>)
-set_tests_properties(limiter_board_hostile PROPERTIES SKIP_RETURN_CODE 77)
 cs_limiter_test(limiter_share_long test_share.c ARGS long)
 cs_limiter_test(limiter_share_short test_share.c ARGS short)
 cs_limiter_test(limiter_paths test_paths.c)
@@ -55,13 +54,19 @@ target_link_libraries(limiter_workload PRIVATE dl)
 
 # `cushare bench limiter` end to end on the fake (short runs; the table,
 # the CSV and the limit row are checked, not the two-tenant ratio, which
-# the fake's event timestamps distort: docs/limiter.md).
+# the fake's event timestamps distort: docs/limiter.md). Its exit status
+# must be 0, or 1 with the FAIL verdict line: a target missed in a 0.5 s
+# run on a shared CPU is printed, not failed (precision is what
+# limiter_share_* test); a crash, usage error or missing verdict fails.
 add_test(NAME limiter_bench_smoke COMMAND sh -c
   "rm -rf '${CMAKE_BINARY_DIR}/tmp/limiter/bench' && mkdir -p '${CMAKE_BINARY_DIR}/tmp/limiter/bench' && \
-   FAKECUDA_STATE='${CMAKE_BINARY_DIR}/tmp/limiter/bench/gpu.state' '${CS_CLI}' bench limiter \
+   FAKECUDA_STATE='${CMAKE_BINARY_DIR}/tmp/limiter/bench/gpu.state' nice -n -10 '${CS_CLI}' bench limiter \
    --secs 0.5 --warmup 0.2 --limits 50 --start-delay 0.5 --launchcost none \
    --out '${CMAKE_BINARY_DIR}/tmp/limiter/bench' > '${CMAKE_BINARY_DIR}/tmp/limiter/bench/out.txt' 2>&1; \
-   cat '${CMAKE_BINARY_DIR}/tmp/limiter/bench/out.txt'; \
+   rc=$?; cat '${CMAKE_BINARY_DIR}/tmp/limiter/bench/out.txt'; \
+   test $rc -le 1 || { echo \"cushare bench limiter exited $rc\"; exit 1; }; \
+   test $rc -eq 0 || grep -q '^FAIL: [0-9]* targets\\? missed' '${CMAKE_BINARY_DIR}/tmp/limiter/bench/out.txt' || \
+     { echo \"cushare bench limiter exited 1 without a verdict\"; exit 1; }; \
    grep -q -- '--sm 50 (force) .*%' '${CMAKE_BINARY_DIR}/tmp/limiter/bench/out.txt' && \
    grep -q 'launch-bound' '${CMAKE_BINARY_DIR}/tmp/limiter/bench/out.txt' && \
    test -s '${CMAKE_BINARY_DIR}/tmp/limiter/bench/limiter-bench.csv'")

@@ -32,7 +32,6 @@ cs_mem_test(mem_ledger_truncated test_ledger_truncated.c "CUDA_DEVICE_MEMORY_LIM
 # Plays a second, hostile user when run as root (tests/multiuser.h);
 # skipped, with the reason printed, where that is impossible.
 cs_mem_test(mem_ledger_foreign test_ledger_foreign.c)
-set_tests_properties(mem_ledger_foreign PROPERTIES SKIP_RETURN_CODE 77)
 cs_mem_test(mem_multi_gpu test_multi_gpu.c "FAKECUDA_DEVICES=2"
   "CUDA_DEVICE_MEMORY_LIMIT_0=64m" "CUDA_DEVICE_MEMORY_LIMIT_1=128m")
 cs_mem_test(mem_nvml_only test_nvml_only.c "CUDA_DEVICE_MEMORY_LIMIT=64m")
@@ -87,14 +86,14 @@ foreach(case leftovers sweep foreign)
       "CUSHARE_LOG_LEVEL=warn")
   target_include_directories(${name} PRIVATE ${CMAKE_SOURCE_DIR}/tests/mem
     ${CMAKE_SOURCE_DIR}/tests/ledger)
-  set_tests_properties(${name} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120)
+  set_tests_properties(${name} PROPERTIES TIMEOUT 120)
 endforeach()
 
 # Fork while another thread holds each lock of the library (issue 13,
 # finding 11): the child's first CUDA work completes. The executable
 # interposes pthread_mutex_lock (exported) to hold the lock provably.
 add_executable(mem_fork_locks mem/test_fork_locks.c)
-target_link_libraries(mem_fork_locks PRIVATE fakecuda_driver dl pthread m)
+target_link_libraries(mem_fork_locks PRIVATE cs_test_support fakecuda_driver dl pthread m)
 target_include_directories(mem_fork_locks PRIVATE ${CMAKE_SOURCE_DIR}/tests
   ${CMAKE_SOURCE_DIR}/tests/mem)
 set_target_properties(mem_fork_locks PROPERTIES ENABLE_EXPORTS ON)

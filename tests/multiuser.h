@@ -26,8 +26,6 @@
 
 #include "check.h"
 
-#define CS_TEST_SKIP 77
-
 struct cs_test_user {
     uid_t uid;
     gid_t gid;
@@ -37,39 +35,15 @@ struct cs_test_user {
 static struct cs_test_user cs_mu_user_;
 static pid_t cs_mu_owner_;
 
-static inline void cs_test_skip(const char *why)
-{
-    printf("SKIPPED: %s\n", why);
-    fflush(stdout);
-    exit(CS_TEST_SKIP);
-}
-
-/* Runs argv, quietly; returns its exit status (-1 if it did not exit). */
-static inline int cs_mu_run_(char *const argv[])
-{
-    fflush(NULL);
-    pid_t pid = fork();
-    CHECK(pid >= 0);
-    if (pid == 0) {
-        freopen("/dev/null", "w", stdout);
-        execvp(argv[0], argv);
-        _exit(127);
-    }
-    int st;
-    while (waitpid(pid, &st, 0) < 0)
-        CHECK(errno == EINTR);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 static void cs_mu_delete_(void)
 {
     if (!cs_mu_user_.name[0] || getpid() != cs_mu_owner_)
         return;
     char *argv[] = {"userdel", cs_mu_user_.name, NULL};
-    int rc = cs_mu_run_(argv);
+    int rc = cs_run(argv, true);
     for (int attempt = 1; attempt < 6 && rc != 0 && rc != 6; attempt++) {
-        usleep(100000u << attempt); /* /etc/passwd locked by another test */
-        rc = cs_mu_run_(argv);
+        cs_sleep_ms(100 << attempt);    /* /etc/passwd locked by another test */
+        rc = cs_run(argv, true);
     }
     if (rc != 0)
         fprintf(stderr, "warning: could not delete test user %s\n", cs_mu_user_.name);
@@ -102,7 +76,7 @@ static inline void cs_mu_delete_orphans_(void)
     endpwent();
     for (int i = 0; i < n; i++) {
         char *argv[] = {"userdel", names[i], NULL};
-        cs_mu_run_(argv);
+        cs_run(argv, true);
     }
 }
 
@@ -112,10 +86,10 @@ static inline const struct cs_test_user *cs_test_user(void)
     if (cs_mu_user_.name[0])
         return &cs_mu_user_;
     if (geteuid() != 0)
-        cs_test_skip("needs root to create a throwaway user (useradd) for the attacker");
+        cs_skip("needs root to create a throwaway user (useradd) for the attacker");
     char *probe[] = {"setpriv", "--version", NULL};
-    if (cs_mu_run_(probe) != 0)
-        cs_test_skip("setpriv (util-linux) is not available to run the attacker's side");
+    if (cs_run(probe, true) != 0)
+        cs_skip("setpriv (util-linux) is not available to run the attacker's side");
     cs_mu_delete_orphans_();
     snprintf(cs_mu_user_.name, sizeof cs_mu_user_.name, "cs-shared-%d", (int)getpid());
     char *add[] = {"useradd", "-r", "-M", "-N", "-s", "/usr/sbin/nologin", cs_mu_user_.name,
@@ -124,14 +98,14 @@ static inline const struct cs_test_user *cs_test_user(void)
     int rc = -1;
     for (int attempt = 0; attempt < 6 && rc != 0 && rc != 127; attempt++) {
         if (attempt)
-            usleep(100000u << attempt); /* back off: another test's useradd holds the lock */
-        rc = cs_mu_run_(add);
+            cs_sleep_ms(100 << attempt);    /* back off: another test's useradd holds the lock */
+        rc = cs_run(add, true);
         if (rc == 9)                    /* a killed run of ours with this very pid */
-            cs_mu_run_(del);
+            cs_run(del, true);
     }
     if (rc != 0) {
         cs_mu_user_.name[0] = 0;
-        cs_test_skip(rc == 127 ? "useradd is not installed: cannot create a throwaway user"
+        cs_skip("%s", rc == 127 ? "useradd is not installed: cannot create a throwaway user"
                                : "useradd failed: cannot create a throwaway user");
     }
     cs_mu_owner_ = getpid();

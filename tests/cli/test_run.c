@@ -183,9 +183,9 @@ static void case_limits(void)
     int in;
     pid_t run = start_run(args, "report", err, &in);
     struct limits l;
-    lt_read_full(in, &l, sizeof l, 30);
+    cs_read_full(in, &l, sizeof l, 30000);
     close(in);
-    lt_wait_ok(run, 30);
+    cs_wait_ok(run, 30000);
     for (int d = 0; d < CS_MAX_DEVICES; d++) {
         CHECK_EQ_U(l.mem[d], 1ull << 30);
         CHECK_EQ(l.sm[d], 10);
@@ -205,9 +205,9 @@ static void case_limits(void)
     /* Without --mem/--sm the inherited variables are the configuration. */
     const char *none[] = {NULL};
     run = start_run(none, "report", err, &in);
-    lt_read_full(in, &l, sizeof l, 30);
+    cs_read_full(in, &l, sizeof l, 30000);
     close(in);
-    lt_wait_ok(run, 30);
+    cs_wait_ok(run, 30000);
     CHECK_EQ_U(l.mem[0], 8ull << 30);
     CHECK_EQ_U(l.mem[3], 2ull << 30);
     CHECK_EQ_U(l.mem[1], 1ull << 30);
@@ -229,11 +229,11 @@ static void case_signals(void)
         int in;
         pid_t run = start_run(args, "wait-signal", lt_path("signals.err"), &in);
         struct ready r;
-        lt_read_full(in, &r, sizeof r, 30);
+        cs_read_full(in, &r, sizeof r, 30000);
         CHECK(access(r.ledger, F_OK) == 0); /* made by run, kept while it runs */
         CHECK(kill(run, sigs[i]) == 0);
         char got;
-        lt_read_full(in, &got, 1, 30);
+        cs_read_full(in, &got, 1, 30000);
         close(in);
         CHECK_EQ(got, sigs[i]);
         int st = lt_wait(run, 30);
@@ -253,7 +253,7 @@ static void case_killed(void)
     int in;
     pid_t run = start_run(args, "hold", lt_path("killed.err"), &in);
     struct ready r;
-    lt_read_full(in, &r, sizeof r, 30);
+    cs_read_full(in, &r, sizeof r, 30000);
     close(in);
     CHECK(access(r.ledger, F_OK) == 0);
     CHECK(kill(run, SIGKILL) == 0);
@@ -267,9 +267,9 @@ static void case_killed(void)
     const char *none[] = {NULL};
     run = start_run(none, "report", lt_path("next.err"), &in);
     struct limits l;
-    lt_read_full(in, &l, sizeof l, 30);
+    cs_read_full(in, &l, sizeof l, 30000);
     close(in);
-    lt_wait_ok(run, 30);
+    cs_wait_ok(run, 30000);
     CHECK(access(r.ledger, F_OK) != 0 && errno == ENOENT);
     char dir[4300];
     snprintf(dir, sizeof dir, "%s/cushare-%u", xdg, (unsigned)getuid());
@@ -294,7 +294,7 @@ static void witness(int out)
 static void expect_byte(int fd, char want)
 {
     char got;
-    lt_read_full(fd, &got, 1, 30);
+    cs_read_full(fd, &got, 1, 30000);
     CHECK_EQ(got, want);
 }
 
@@ -309,10 +309,8 @@ static void expect_byte(int fd, char want)
 static int case_terminal(void)
 {
     int master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
-    if (master < 0 || grantpt(master) != 0 || unlockpt(master) != 0) {
-        printf("SKIP: no pseudo-terminal here (%s)\n", strerror(errno));
-        return 77;
-    }
+    if (master < 0 || grantpt(master) != 0 || unlockpt(master) != 0)
+        cs_skip("no pseudo-terminal here (%s)", strerror(errno));
     char slave[256];
     CHECK(ptsname_r(master, slave, sizeof slave) == 0);
     int cmd[2], wit[2];
@@ -345,11 +343,11 @@ static int case_terminal(void)
     close(cmd[1]);
     close(wit[1]);
     struct ready r;
-    lt_read_full(cmd[0], &r, sizeof r, 30);
+    cs_read_full(cmd[0], &r, sizeof r, 30000);
     expect_byte(wit[0], 'w');
     CHECK_EQ(write(master, "\003\034", 2), 2);
     char got[2]; /* in either order: one handler may interrupt the other */
-    lt_read_full(wit[0], got, 2, 30);
+    cs_read_full(wit[0], got, 2, 30000);
     CHECK((got[0] == SIGINT && got[1] == SIGQUIT) || (got[0] == SIGQUIT && got[1] == SIGINT));
     CHECK(kill(run, SIGTERM) == 0);
     expect_byte(cmd[0], SIGTERM);

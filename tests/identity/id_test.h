@@ -1,8 +1,9 @@
 /*
  * Helpers shared by the identity/broker/postinit tests: temporary trusted
- * directories, an in-process broker, a misbehaving fake broker, clocks,
- * child processes with deadlines. Each test is one executable; helpers
- * that a test does not use are marked unused, not compiled out.
+ * directories, an in-process broker, a misbehaving fake broker. Clocks,
+ * children with deadlines and skips are tests/support/support.h's. Each
+ * test is one executable; helpers that a test does not use are marked
+ * unused, not compiled out.
  */
 #ifndef CS_TESTS_IDENTITY_ID_TEST_H
 #define CS_TESTS_IDENTITY_ID_TEST_H
@@ -33,103 +34,12 @@
 
 #define ID_HELPER static __attribute__((unused))
 
-ID_HELPER int64_t id_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-ID_HELPER double id_ms_since(int64_t t0)
-{
-    return (double)(id_now_ns() - t0) / 1e6;
-}
-
-ID_HELPER void id_sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-        ;
-}
-
-ID_HELPER void id_require_root(void)
-{
-    if (geteuid() != 0) {
-        fprintf(stderr, "this test needs root (it chowns files and makes PID namespaces)\n");
-        exit(1);
-    }
-}
-
 /* A fresh root-owned 0755 directory under /tmp: a trusted broker parent. */
 ID_HELPER void id_mkdtemp(char *out, size_t cap)
 {
     snprintf(out, cap, "/tmp/cs-id-XXXXXX");
     CHECK(mkdtemp(out) != NULL);
     CHECK(chmod(out, 0755) == 0);
-}
-
-ID_HELPER int id_rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
-{
-    (void)st, (void)flag, (void)f;
-    remove(p);
-    return 0;
-}
-
-ID_HELPER void id_rmtree(const char *dir)
-{
-    nftw(dir, id_rm_one, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
-}
-
-/* fork() whose child dies with its parent: a failing test must not leave
- * helpers blocked on locks or sockets (they would also hold CTest's output
- * pipe open until the timeout). */
-ID_HELPER pid_t id_fork(void)
-{
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        /* Parent died before prctl? (0: pid 1 of a new namespace, whose
-         * parent lies outside it and cannot be named.) */
-        pid_t pp = getppid();
-        if (pp != parent && pp != 0)
-            _exit(99);
-    }
-    return pid;
-}
-
-/* Shared memory visible to forked children. */
-ID_HELPER void *id_shared(size_t len)
-{
-    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    CHECK(p != MAP_FAILED);
-    memset(p, 0, len);
-    return p;
-}
-
-/* Waits for pid up to timeout_ms; kills it on timeout. Returns the raw
- * status, or -1 on timeout. */
-ID_HELPER int id_wait_child(pid_t pid, int timeout_ms)
-{
-    int64_t deadline = id_now_ns() + (int64_t)(timeout_ms * cs_test_scale()) * 1000000;
-    for (;;) {
-        int st;
-        pid_t r = waitpid(pid, &st, WNOHANG);
-        if (r == pid)
-            return st;
-        CHECK(r == 0);
-        if (id_now_ns() > deadline) {
-            kill(pid, SIGKILL);
-            waitpid(pid, &st, 0);
-            return -1;
-        }
-        id_sleep_ms(1);
-    }
-}
-
-ID_HELPER int id_exit_code(int status)
-{
-    return status >= 0 && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 /* --- in-process broker --------------------------------------------------- */
@@ -182,7 +92,7 @@ ID_HELPER void id_broker_stop(struct id_broker *b)
     cs__broker_server_close(b->srv);
     close(b->stop[0]);
     close(b->stop[1]);
-    id_rmtree(b->dir);
+    cs_rmtree(b->dir);
 }
 
 /* --- fake brokers ------------------------------------------------------- */
@@ -305,7 +215,7 @@ ID_HELPER void id_fake_stop(struct id_fake_server *f)
     close(f->listen_fd);
     close(f->stop[0]);
     close(f->stop[1]);
-    id_rmtree(f->dir);
+    cs_rmtree(f->dir);
 }
 
 /* Queries path with the production deadline; the sentinel proves that a

@@ -41,7 +41,7 @@ static char pt_path[64];
 
 ID_HELPER void pt_setup(void)
 {
-    pt = id_shared(sizeof *pt);
+    pt = cs_shared(sizeof *pt);
     snprintf(pt_path, sizeof pt_path, "/tmp/cs-postinit-XXXXXX");
     int fd = mkstemp(pt_path);
     CHECK(fd >= 0);
@@ -56,7 +56,7 @@ ID_HELPER void pt_reset(void)
 ID_HELPER void pt_hold(int id)
 {
     while (!__atomic_load_n(&pt->go[id], __ATOMIC_ACQUIRE))
-        id_sleep_ms(1);
+        cs_sleep_ms(1);
 }
 
 ID_HELPER void pt_hook(enum cs_postinit_point p, void *arg)
@@ -73,8 +73,8 @@ ID_HELPER void pt_hook(enum cs_postinit_point p, void *arg)
 
 ID_HELPER void pt_spin_us(int us)
 {
-    int64_t end = id_now_ns() + (int64_t)us * 1000;
-    while (id_now_ns() < end)
+    int64_t end = cs_now_ns() + (int64_t)us * 1000;
+    while (cs_now_ns() < end)
         ;
 }
 
@@ -91,7 +91,7 @@ ID_HELPER void pt_role_main(struct pt_role r)
     uint32_t waits = 0;
     if (cs__postinit_lock_acquire(&l, &waits) != 0)
         _exit(22);
-    pt->t_acquired[r.id] = id_now_ns();
+    pt->t_acquired[r.id] = cs_now_ns();
     pt->waits[r.id] = waits;
     int in = __atomic_add_fetch(&pt->inside, 1, __ATOMIC_ACQ_REL) -
              __atomic_load_n(&pt->excused, __ATOMIC_ACQUIRE);
@@ -105,7 +105,7 @@ ID_HELPER void pt_role_main(struct pt_role r)
     if (r.work_us)
         pt_spin_us(r.work_us);
     __atomic_sub_fetch(&pt->inside, 1, __ATOMIC_ACQ_REL);
-    pt->t_released[r.id] = id_now_ns();
+    pt->t_released[r.id] = cs_now_ns();
     if (cs__postinit_lock_release(&l) != 0)
         _exit(23);
     _exit(in == 1 ? 0 : 24);
@@ -113,7 +113,7 @@ ID_HELPER void pt_role_main(struct pt_role r)
 
 ID_HELPER pid_t pt_spawn(int id, enum cs_postinit_wait mode, int pause_at, int work_us)
 {
-    pid_t pid = id_fork();
+    pid_t pid = cs_fork_tied();
     CHECK(pid >= 0);
     if (pid == 0)
         pt_role_main((struct pt_role){id, mode, pause_at, work_us});
@@ -123,13 +123,13 @@ ID_HELPER pid_t pt_spawn(int id, enum cs_postinit_wait mode, int pause_at, int w
 /* Waits until role id published stage `point` (+1 encoding inside). */
 ID_HELPER void pt_wait_stage(int id, int point, int timeout_ms)
 {
-    int64_t t0 = id_now_ns();
+    int64_t t0 = cs_now_ns();
     while (__atomic_load_n(&pt->stage[id], __ATOMIC_ACQUIRE) != point + 1) {
-        if (id_ms_since(t0) > timeout_ms * cs_test_scale()) {
+        if (cs_ms_since(t0) > timeout_ms * cs_test_scale()) {
             fprintf(stderr, "role %d: stage %d, waited for %d\n", id, pt->stage[id], point + 1);
             exit(1);
         }
-        id_sleep_ms(1);
+        cs_sleep_ms(1);
     }
 }
 
@@ -158,14 +158,14 @@ ID_HELPER int pt_blocked_waiters(void)
 /* Until at least n waiters sleep inside F_OFD_SETLKW on our file. */
 ID_HELPER void pt_wait_blocked(int n, int timeout_ms)
 {
-    int64_t t0 = id_now_ns();
+    int64_t t0 = cs_now_ns();
     int got;
     while ((got = pt_blocked_waiters()) < n) {
-        if (id_ms_since(t0) > timeout_ms * cs_test_scale()) {
+        if (cs_ms_since(t0) > timeout_ms * cs_test_scale()) {
             fprintf(stderr, "only %d of %d waiters blocked in the kernel\n", got, n);
             exit(1);
         }
-        id_sleep_ms(1);
+        cs_sleep_ms(1);
     }
 }
 

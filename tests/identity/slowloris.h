@@ -24,21 +24,6 @@
 #include <sys/inotify.h>
 #include <sys/resource.h>
 
-/* CTest's SKIP_RETURN_CODE for these executables (tests/identity.cmake). */
-#define SL_SKIP 77
-
-ID_HELPER void __attribute__((noreturn, format(printf, 1, 2))) sl_skip(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    printf("SKIPPED: ");
-    vprintf(fmt, ap);
-    printf("\n");
-    va_end(ap);
-    fflush(stdout);
-    exit(SL_SKIP);
-}
-
 /* Raises RLIMIT_NOFILE to at least `want` (the hard limit too when root
  * may); returns the soft limit now in force. Children inherit it. */
 ID_HELPER rlim_t sl_raise_nofile(rlim_t want)
@@ -73,21 +58,6 @@ struct sl_user {
     bool made;                          /* useradd succeeded: userdel at the end */
 };
 
-/* Runs argv (no shell); returns its exit status, 127 if it cannot run. */
-ID_HELPER int sl_run(char *const argv[])
-{
-    pid_t pid = fork();
-    CHECK(pid >= 0);
-    if (pid == 0) {
-        execvp(argv[0], argv);
-        _exit(127);
-    }
-    int st;
-    while (waitpid(pid, &st, 0) < 0)
-        CHECK(errno == EINTR);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-}
-
 /* Creates the user; 0, or -1 with the reason for skipping in why. Other
  * tests may hold /etc/passwd's lock (useradd exits 1 or 10 then): retry. */
 ID_HELPER int sl_user_create(struct sl_user *u, char *why, size_t cap)
@@ -98,10 +68,10 @@ ID_HELPER int sl_user_create(struct sl_user *u, char *why, size_t cap)
                     "--shell", "/usr/sbin/nologin", u->name, NULL};
     int rc = -1;
     for (int attempt = 0; attempt < 5; attempt++) {
-        rc = sl_run(argv);
+        rc = cs_run(argv, false);
         if (rc == 0 || rc == 127)
             break;
-        id_sleep_ms(200 << attempt);    /* back off: another useradd holds the lock */
+        cs_sleep_ms(200 << attempt);    /* back off: another useradd holds the lock */
     }
     if (rc != 0) {
         snprintf(why, cap, rc == 127 ? "useradd is not installed: cannot make a throwaway user"
@@ -126,10 +96,10 @@ ID_HELPER void sl_user_delete(struct sl_user *u)
     if (!u->made)
         return;
     char *argv[] = {"userdel", u->name, NULL};
-    int rc = sl_run(argv);
+    int rc = cs_run(argv, false);
     for (int attempt = 0; rc != 0 && rc != 127 && attempt < 5; attempt++) {
-        id_sleep_ms(200 << attempt);    /* /etc/passwd locked by another test */
-        rc = sl_run(argv);
+        cs_sleep_ms(200 << attempt);    /* /etc/passwd locked by another test */
+        rc = cs_run(argv, false);
     }
     if (rc != 0)
         fprintf(stderr, "warning: userdel %s failed (exit %d): remove it by hand\n", u->name, rc);
@@ -163,7 +133,7 @@ struct sl_broker {
 ID_HELPER bool sl_read_until(struct sl_broker *b, size_t *len, const char *want, int64_t deadline)
 {
     while (!strstr(b->err, want)) {
-        int64_t left = (deadline - id_now_ns()) / 1000000;
+        int64_t left = (deadline - cs_now_ns()) / 1000000;
         struct pollfd p = {.fd = b->err_fd, .events = POLLIN};
         if (left <= 0 || poll(&p, 1, (int)left) <= 0)
             return false;
@@ -186,7 +156,7 @@ ID_HELPER void sl_broker_start(struct sl_broker *b, const char *cli)
     snprintf(b->metrics, sizeof b->metrics, "%s/broker.prom", b->dir);
     int p[2];
     CHECK(pipe2(p, O_CLOEXEC) == 0);
-    b->pid = id_fork();
+    b->pid = cs_fork_tied();
     CHECK(b->pid >= 0);
     if (b->pid == 0) {
         dup2(p[1], STDERR_FILENO);
@@ -197,7 +167,7 @@ ID_HELPER void sl_broker_start(struct sl_broker *b, const char *cli)
     close(p[1]);
     b->err_fd = p[0];
     size_t len = 0;
-    if (!sl_read_until(b, &len, "ready on", id_now_ns() + (int64_t)(10000 * cs_test_scale()) * 1000000)) {
+    if (!sl_read_until(b, &len, "ready on", cs_now_ns() + (int64_t)(10000 * cs_test_scale()) * 1000000)) {
         fprintf(stderr, "broker did not become ready; its stderr:\n%s\n", b->err);
         exit(1);
     }
@@ -219,7 +189,7 @@ ID_HELPER size_t sl_slurp(const char *path, char *buf, size_t cap)
 ID_HELPER void sl_broker_stop(struct sl_broker *b)
 {
     CHECK(kill(b->pid, SIGTERM) == 0);
-    int st = id_wait_child(b->pid, 10000);
+    int st = cs_wait_child(b->pid, 10000);
     b->pid = 0;
     size_t len = strlen(b->err);
     ssize_t n;
@@ -227,12 +197,12 @@ ID_HELPER void sl_broker_stop(struct sl_broker *b)
         len += (size_t)n;
     b->err[len] = '\0';
     close(b->err_fd);
-    if (id_exit_code(st) != 0) {
+    if (cs_exit_code(st) != 0) {
         fprintf(stderr, "broker exit status %d; its stderr:\n%s\n", st, b->err);
         exit(1);
     }
     sl_slurp(b->metrics, b->final_metrics, sizeof b->final_metrics);
-    id_rmtree(b->dir);
+    cs_rmtree(b->dir);
 }
 
 /* Value of an unlabelled (or exactly labelled) sample, -1 if absent. */
@@ -255,7 +225,7 @@ ID_HELPER double sl_wait_metric(const struct sl_broker *b, const char *sample, c
     int in = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
     CHECK(in >= 0);
     CHECK(inotify_add_watch(in, b->dir, IN_MOVED_TO) >= 0);
-    int64_t deadline = id_now_ns() + (int64_t)timeout_ms * 1000000;
+    int64_t deadline = cs_now_ns() + (int64_t)timeout_ms * 1000000;
     char buf[8192];
     double v = -1;
     for (;;) {
@@ -264,7 +234,7 @@ ID_HELPER double sl_wait_metric(const struct sl_broker *b, const char *sample, c
         double r = sl_metric(buf, ref);
         if (r > 0 && v >= total - r)
             break;
-        int64_t left = (deadline - id_now_ns()) / 1000000;
+        int64_t left = (deadline - cs_now_ns()) / 1000000;
         struct pollfd p = {.fd = in, .events = POLLIN};
         if (left <= 0 || poll(&p, 1, (int)left) <= 0)
             break;
@@ -389,10 +359,10 @@ ID_HELPER void sl_attack_start(struct sl_attack *a, const struct sl_user *u, con
                                int n, bool churn)
 {
     memset(a, 0, sizeof *a);
-    a->stats = id_shared(sizeof *a->stats);
+    a->stats = cs_shared(sizeof *a->stats);
     CHECK(pipe2(a->ready, O_CLOEXEC) == 0 && pipe2(a->stop, O_CLOEXEC) == 0);
     pid_t parent = getpid();
-    a->pid = id_fork();
+    a->pid = cs_fork_tied();
     CHECK(a->pid >= 0);
     if (a->pid == 0) {
         if (sl_drop_to(u, parent) != 0) {
@@ -417,13 +387,13 @@ ID_HELPER void sl_attack_stop(struct sl_attack *a)
 {
     char c = 1;
     CHECK(write(a->stop[1], &c, 1) == 1);
-    int st = id_wait_child(a->pid, 10000);
+    int st = cs_wait_child(a->pid, 10000);
     a->pid = 0;
     close(a->ready[0]);
     close(a->ready[1]);
     close(a->stop[0]);
     close(a->stop[1]);
-    if (id_exit_code(st) != 0) {
+    if (cs_exit_code(st) != 0) {
         fprintf(stderr, "attacker failed: status %d, error %d\n", st, a->stats->error);
         exit(1);
     }
@@ -459,9 +429,9 @@ ID_HELPER void sl_query_many(struct sl_queries *q, const char *sock, int n, int 
     q->n = n;
     for (int i = 0; i < n; i++) {
         pid_t p;
-        int64_t t0 = id_now_ns();
+        int64_t t0 = cs_now_ns();
         int rc = id_query_timeout(sock, timeout_ms, &p);
-        q->ms[i] = id_ms_since(t0);
+        q->ms[i] = cs_ms_since(t0);
         if (rc == 0 && p == getpid())
             q->ok++;
         else if (!q->first_err)

@@ -12,7 +12,7 @@ static char cli[512];
 /* nofile > 0: the broker's RLIMIT_NOFILE, soft and hard. */
 static pid_t start_broker_limited(char *const argv[], int err_fd, rlim_t nofile)
 {
-    pid_t pid = id_fork();
+    pid_t pid = cs_fork_tied();
     CHECK(pid >= 0);
     if (pid == 0) {
         struct rlimit rl = {nofile, nofile};
@@ -35,7 +35,7 @@ static int run_usage(char *const argv[])
     int devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
     pid_t pid = start_broker(argv, devnull);
     close(devnull);
-    return id_exit_code(id_wait_child(pid, 10000));
+    return cs_exit_code(cs_wait_child(pid, 10000));
 }
 
 static bool wait_file(const char *path, int ms)
@@ -43,7 +43,7 @@ static bool wait_file(const char *path, int ms)
     for (int i = 0; i < ms; i++) {
         if (access(path, F_OK) == 0)
             return true;
-        id_sleep_ms(1);
+        cs_sleep_ms(1);
     }
     return false;
 }
@@ -80,7 +80,7 @@ static void test_fd_limit(const char *base)
     CHECK_EQ(id_query(sock, &p), 0);
     CHECK_EQ(p, getpid());
     CHECK(kill(pid, SIGTERM) == 0);
-    CHECK_EQ(id_exit_code(id_wait_child(pid, 5000)), 0);
+    CHECK_EQ(cs_exit_code(cs_wait_child(pid, 5000)), 0);
     unsigned table = 100 - CS_BROKER_RESERVED_FDS;
     unsigned per_uid = CS_BROKER_DEFAULT_PER_UID * table / CS_BROKER_DEFAULT_CONNS;
     char want[128];
@@ -96,7 +96,7 @@ static void test_fd_limit(const char *base)
 
 int main(void)
 {
-    id_require_root();
+    cs_require_root("it chowns files, changes uid and makes PID namespaces");
     const char *bd = getenv("CS_BUILD_DIR");
     CHECK(bd != NULL);
     snprintf(cli, sizeof cli, "%s/cushare", bd);
@@ -124,11 +124,11 @@ int main(void)
     CHECK(err_fd >= 0);
     char *argv[] = {"cushare", "broker", "--socket", sock, "--metrics", metrics,
                     "--max-conns", "4", "--ready-file", ready, NULL};
-    int64_t t0 = id_now_ns();
+    int64_t t0 = cs_now_ns();
     pid_t pid = start_broker(argv, err_fd);
     close(err_fd);
     CHECK(wait_file(ready, (int)(5000 * cs_test_scale())));
-    printf("broker ready after %.1f ms\n", id_ms_since(t0));
+    printf("broker ready after %.1f ms\n", cs_ms_since(t0));
 
     char buf[8192], want[256];
     slurp(errlog, buf, sizeof buf);
@@ -140,18 +140,13 @@ int main(void)
     CHECK_EQ(p, getpid());
 
     /* The periodic writer must pick the reply up within about a second. */
-    bool seen = false;
-    for (int i = 0; i < 300 && !seen; i++) {
-        slurp(metrics, buf, sizeof buf);
-        seen = strstr(buf, "cushare_broker_replies_ok_total 1\n") != NULL;
-        if (!seen)
-            id_sleep_ms(10);
-    }
-    CHECK(seen);
+    CS_WAIT_FOR((slurp(metrics, buf, sizeof buf),
+                 strstr(buf, "cushare_broker_replies_ok_total 1\n") != NULL),
+                3000, "the metrics file to show the reply");
     CHECK_CONTAINS(buf, "cushare_broker_connections_max 4\n");
 
     CHECK(kill(pid, SIGTERM) == 0);
-    CHECK_EQ(id_exit_code(id_wait_child(pid, 5000)), 0);
+    CHECK_EQ(cs_exit_code(cs_wait_child(pid, 5000)), 0);
     struct stat st;
     CHECK(lstat(sock, &st) != 0 && errno == ENOENT);
     CHECK(access(ready, F_OK) != 0);
@@ -161,7 +156,7 @@ int main(void)
     slurp(metrics, buf, sizeof buf);
     CHECK_CONTAINS(buf, "cushare_broker_accepted_total 1\n");
     test_fd_limit(base);
-    id_rmtree(base);
+    cs_rmtree(base);
     printf("broker cli ok\n");
     return 0;
 }

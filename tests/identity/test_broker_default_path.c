@@ -17,12 +17,12 @@ struct shared {
 
 static void check_from_child_namespace(struct shared *sh)
 {
-    pid_t helper = id_fork();
+    pid_t helper = cs_fork_tied();
     CHECK(helper >= 0);
     if (helper == 0) {
         if (unshare(CLONE_NEWPID) != 0)
             _exit(2);
-        pid_t c = id_fork();
+        pid_t c = cs_fork_tied();
         if (c < 0)
             _exit(3);
         if (c == 0) {
@@ -39,9 +39,9 @@ static void check_from_child_namespace(struct shared *sh)
         sh->fork_pid = c;
         int st;
         waitpid(c, &st, 0);
-        _exit(id_exit_code(st));
+        _exit(cs_exit_code(st));
     }
-    CHECK_EQ(id_exit_code(id_wait_child(helper, 10000)), 0);
+    CHECK_EQ(cs_exit_code(cs_wait_child(helper, 10000)), 0);
     CHECK_EQ(sh->rc, 0);
     CHECK_EQ(sh->got, sh->fork_pid);
     CHECK_EQ(sh->tier, CS_IDENTITY_BROKER);
@@ -50,8 +50,8 @@ static void check_from_child_namespace(struct shared *sh)
 
 int main(void)
 {
-    id_require_root();
-    struct shared *sh = id_shared(sizeof *sh);
+    cs_require_root("it chowns files, changes uid and makes PID namespaces");
+    struct shared *sh = cs_shared(sizeof *sh);
     struct stat node;
     const bool node_missing = lstat(CS_NODE_DIR, &node) != 0 && errno == ENOENT;
     struct cs_broker_server *srv = NULL;

@@ -19,9 +19,9 @@ static void expect(enum id_fake mode, int want, const char *what)
     struct id_fake_server f;
     id_fake_start(&f, mode);
     pid_t p;
-    int64_t t0 = id_now_ns();
+    int64_t t0 = cs_now_ns();
     int rc = id_query(f.sock, &p);
-    double ms = id_ms_since(t0);
+    double ms = cs_ms_since(t0);
     if (rc != want) {
         fprintf(stderr, "%s: got %d (%s), want %d (%s)\n", what, rc, cs__broker_reason(rc),
                 want, cs__broker_reason(want));
@@ -49,7 +49,7 @@ static void expect(enum id_fake mode, int want, const char *what)
 
 int main(void)
 {
-    id_require_root();
+    cs_require_root("it chowns files, changes uid and makes PID namespaces");
     /* The harness itself works: a fake that answers correctly is accepted. */
     struct id_fake_server f;
     id_fake_start(&f, FAKE_VALID);

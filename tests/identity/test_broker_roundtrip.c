@@ -30,12 +30,12 @@ static void test_self(struct id_broker *b)
 static void test_child_namespace(struct id_broker *b)
 {
     memset(sh, 0, sizeof *sh);
-    pid_t helper = id_fork();
+    pid_t helper = cs_fork_tied();
     CHECK(helper >= 0);
     if (helper == 0) {
         if (unshare(CLONE_NEWPID) != 0)
             _exit(2);
-        pid_t c = id_fork();
+        pid_t c = cs_fork_tied();
         if (c < 0)
             _exit(3);
         if (c == 0) {
@@ -48,9 +48,9 @@ static void test_child_namespace(struct id_broker *b)
         sh->fork_pid = c;
         int st;
         waitpid(c, &st, 0);
-        _exit(id_exit_code(st));
+        _exit(cs_exit_code(st));
     }
-    CHECK_EQ(id_exit_code(id_wait_child(helper, 10000)), 0);
+    CHECK_EQ(cs_exit_code(cs_wait_child(helper, 10000)), 0);
     CHECK_EQ(sh->self_in_ns, 1);
     CHECK_EQ(sh->rc, 0);
     CHECK_EQ(sh->got, sh->fork_pid);
@@ -100,15 +100,15 @@ static void expect_status(const char *path, const uint8_t req[8], unsigned statu
 /* Handlers count after replying: poll the stat at byte offset `off`. */
 static void wait_for_counter(struct id_broker *b, size_t off, uint64_t want)
 {
-    int64_t t0 = id_now_ns();
+    int64_t t0 = cs_now_ns();
     struct cs_broker_stats st;
     for (;;) {
         cs__broker_server_stats(b->srv, &st);
         uint64_t v = *(const uint64_t *)((const char *)&st + off);
         if (v >= want)
             return;
-        CHECK_LT(id_ms_since(t0), 3000 * cs_test_scale());
-        id_sleep_ms(2);
+        CHECK_LT(cs_ms_since(t0), 3000 * cs_test_scale());
+        cs_sleep_ms(2);
     }
 }
 
@@ -134,10 +134,10 @@ static void test_bad_requests(struct id_broker *b)
 
     /* Connect and say nothing: cut off at the server's deadline, which
      * comes well before the client's, with no reply. */
-    int64_t t0 = id_now_ns();
+    int64_t t0 = cs_now_ns();
     uint8_t resp[16];
     ssize_t n = raw_exchange(b->sock, NULL, 0, resp, sizeof resp, 3000);
-    double ms = id_ms_since(t0);
+    double ms = cs_ms_since(t0);
     CHECK_EQ(n, 0);
     CHECK_GE(ms, CS_BROKER_SERVER_DEADLINE_MS);
     CHECK_LT(ms, CS_BROKER_TIMEOUT_MS * cs_test_scale());
@@ -153,7 +153,7 @@ static void test_trickle(struct id_broker *b)
     CHECK(fd >= 0);
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     memcpy(sa.sun_path, b->sock, strlen(b->sock) + 1);
-    int64_t t0 = id_now_ns();
+    int64_t t0 = cs_now_ns();
     CHECK(connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0);
     const uint8_t req[8] = {'H', 'P', 'I', 'D', 0, 1, 0, 1};
     size_t sent = 0;
@@ -167,7 +167,7 @@ static void test_trickle(struct id_broker *b)
         CHECK(send(fd, req + sent, 1, MSG_NOSIGNAL) == 1);
         sent++;
     }
-    double ms = id_ms_since(t0);
+    double ms = cs_ms_since(t0);
     /* Closed without a reply: end of file, or a reset when the broker
      * closed with a trickled byte still unread in its queue (AF_UNIX). */
     uint8_t c;
@@ -231,8 +231,8 @@ static void test_socket_files(struct id_broker *b)
 
 int main(void)
 {
-    id_require_root();
-    sh = id_shared(sizeof *sh);
+    cs_require_root("it chowns files, changes uid and makes PID namespaces");
+    sh = cs_shared(sizeof *sh);
     /* A restrictive umask must not leak into the directory's mode. */
     umask(077);
     char metrics[128];
@@ -271,7 +271,7 @@ int main(void)
     unlink(metrics);
     close(b.stop[0]);
     close(b.stop[1]);
-    id_rmtree(dir);
+    cs_rmtree(dir);
     printf("broker roundtrip ok\n");
     return 0;
 }

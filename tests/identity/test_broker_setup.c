@@ -146,14 +146,14 @@ static void test_stale_and_double(const char *base)
 
 int main(void)
 {
-    id_require_root();
+    cs_require_root("it chowns files, changes uid and makes PID namespaces");
     char base[64];
     id_mkdtemp(base, sizeof base);
     printf("server start-up:\n");
     test_directory_refusals(base);
     test_socket_path_refusals(base);
     test_stale_and_double(base);
-    id_rmtree(base);
+    cs_rmtree(base);
     printf("broker setup ok\n");
     return 0;
 }

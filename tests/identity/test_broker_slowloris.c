@@ -74,7 +74,7 @@ int main(void)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (geteuid() != 0)
-        sl_skip("needs root to create a throwaway user (useradd) and drop to it");
+        cs_skip("needs root to create a throwaway user (useradd) and drop to it");
     const char *bd = getenv("CS_BUILD_DIR");
     CHECK(bd != NULL);
     char cli[512];
@@ -85,7 +85,7 @@ int main(void)
     char why[256];
     atexit(cleanup);
     if (sl_user_create(&user, why, sizeof why) != 0)
-        sl_skip("%s", why);
+        cs_skip("%s", why);
     printf("throwaway user %s (uid %u)\n", user.name, (unsigned)user.uid);
 
     sl_broker_start(&broker, cli);

@@ -107,10 +107,10 @@ static void test_not_socket_missing_stale(struct id_broker *b)
     unlink(path);
 
     snprintf(path, sizeof path, "%s/hostpid/absent.sock", b->dir);
-    int64_t t0 = id_now_ns();
+    int64_t t0 = cs_now_ns();
     pid_t p;
     CHECK_EQ(id_query(path, &p), -ENOENT);
-    double ms = id_ms_since(t0);
+    double ms = cs_ms_since(t0);
     printf("  missing socket answered in %.3f ms\n", ms);
     CHECK_LT(ms, 50 * cs_test_scale());
     expect_rejected(path, -ENOENT, "missing socket");
@@ -145,7 +145,7 @@ static void test_listener_not_root(struct id_broker *b)
     snprintf(path, sizeof path, "%s/hostpid/nonroot.sock", b->dir);
     int ready[2];
     CHECK(pipe(ready) == 0);
-    pid_t child = id_fork();
+    pid_t child = cs_fork_tied();
     CHECK(child >= 0);
     if (child == 0) {
         int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -187,7 +187,7 @@ static void test_listener_not_root(struct id_broker *b)
 
 int main(void)
 {
-    id_require_root();
+    cs_require_root("it chowns files, changes uid and makes PID namespaces");
     struct id_broker b;
     id_broker_start(&b, 4, NULL);
     char dir[128];

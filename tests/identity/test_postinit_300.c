@@ -43,25 +43,25 @@ int main(int argc, char **argv)
 
     /* Everyone queued: saw the lock busy, and (blocking) sleeps in the
      * kernel. Nobody entered while the holder lives. */
-    int64_t t0 = id_now_ns();
+    int64_t t0 = cs_now_ns();
     while (__atomic_load_n(&pt->nbusy, __ATOMIC_ACQUIRE) < NWAITERS) {
-        CHECK_LT(id_ms_since(t0), 20000 * cs_test_scale());
-        id_sleep_ms(2);
+        CHECK_LT(cs_ms_since(t0), 20000 * cs_test_scale());
+        cs_sleep_ms(2);
     }
     if (mode == CS_POSTINIT_WAIT_BLOCKING)
         pt_wait_blocked(NWAITERS, 20000);
-    printf("%d waiters queued in %.0f ms\n", NWAITERS, id_ms_since(t0));
+    printf("%d waiters queued in %.0f ms\n", NWAITERS, cs_ms_since(t0));
     for (int i = 1; i <= NWAITERS; i++)
         CHECK_EQ(pt->acquired[i], 0);
 
     __atomic_store_n(&pt->excused, 1, __ATOMIC_RELEASE);
-    int64_t kill_t = id_now_ns();
+    int64_t kill_t = cs_now_ns();
     CHECK(kill(holder, SIGKILL) == 0);
-    int st = id_wait_child(holder, 5000);
+    int st = cs_wait_child(holder, 5000);
     CHECK(st >= 0 && WIFSIGNALED(st));
 
     for (int i = 1; i <= NWAITERS; i++) {
-        int code = id_exit_code(id_wait_child(pids[i], 30000));
+        int code = cs_exit_code(cs_wait_child(pids[i], 30000));
         if (code != 0) {
             fprintf(stderr, "waiter %d exited %d\n", i, code);
             exit(1);

@@ -9,6 +9,7 @@
 #include "id_test.h"
 
 struct shared {
+    int entering;                       /* the child's next step is acquire */
     int64_t parent_released;
     int64_t child_acquired;
     int stale_rc, hazard_rc, setfd_rc, acquire_rc, release_rc;
@@ -25,8 +26,8 @@ static void *holder(void *arg)
     CHECK_EQ(cs__postinit_lock_acquire(&lock, NULL), 0);
     __atomic_store_n(&held, 1, __ATOMIC_RELEASE);
     while (!__atomic_load_n(&may_release, __ATOMIC_ACQUIRE))
-        id_sleep_ms(1);
-    sh->parent_released = id_now_ns();
+        cs_sleep_ms(1);
+    sh->parent_released = cs_now_ns();
     CHECK_EQ(cs__postinit_lock_release(&lock), 0);
     return NULL;
 }
@@ -45,15 +46,16 @@ static void child(int inherited_fd)
     if (fd < 0)
         _exit(2);
     sh->setfd_rc = cs__postinit_lock_set_fd(&lock, fd);
+    __atomic_store_n(&sh->entering, 1, __ATOMIC_RELEASE);
     sh->acquire_rc = cs__postinit_lock_acquire(&lock, NULL);
-    sh->child_acquired = id_now_ns();
+    sh->child_acquired = cs_now_ns();
     sh->release_rc = cs__postinit_lock_release(&lock);
     _exit(0);
 }
 
 int main(void)
 {
-    sh = id_shared(sizeof *sh);
+    sh = cs_shared(sizeof *sh);
     int fd = mkstemp(path);
     CHECK(fd >= 0);
     CHECK_EQ(cs__postinit_lock_init(&lock, fd, CS_POSTINIT_LOCK_OFFSET, CS_POSTINIT_WAIT_AUTO), 0);
@@ -61,17 +63,20 @@ int main(void)
     pthread_t t;
     CHECK(pthread_create(&t, NULL, holder, NULL) == 0);
     while (!__atomic_load_n(&held, __ATOMIC_ACQUIRE))
-        id_sleep_ms(1);
+        cs_sleep_ms(1);
 
-    pid_t pid = id_fork();
+    pid_t pid = cs_fork_tied();
     CHECK(pid >= 0);
     if (pid == 0)
         child(fd);
-    id_sleep_ms(200);                   /* the child must be waiting now */
-    CHECK_EQ(sh->child_acquired, 0);
+    /* The child reached acquire and sleeps there (nothing else on its
+     * way sleeps): it is waiting for our holder, not merely not started. */
+    CS_WAIT_FOR(__atomic_load_n(&sh->entering, __ATOMIC_ACQUIRE), 10000, "the child's acquire");
+    cs_wait_blocked(pid, 10000);
+    CHECK_EQ(__atomic_load_n(&sh->child_acquired, __ATOMIC_ACQUIRE), 0);
     __atomic_store_n(&may_release, 1, __ATOMIC_RELEASE);
     pthread_join(t, NULL);
-    CHECK_EQ(id_exit_code(id_wait_child(pid, 10000)), 0);
+    CHECK_EQ(cs_exit_code(cs_wait_child(pid, 10000)), 0);
 
     CHECK_EQ(sh->stale_rc, -ESTALE);
     CHECK_EQ(sh->hazard_rc, 0);

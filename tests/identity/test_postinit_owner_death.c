@@ -46,11 +46,11 @@ static void wait_queued(int id, enum cs_postinit_wait mode, int nblocked)
 
 static void reap(pid_t pid, int want_code)
 {
-    int st = id_wait_child(pid, 10000);
+    int st = cs_wait_child(pid, 10000);
     if (want_code < 0) {
         CHECK(st >= 0 && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
     } else {
-        CHECK_EQ(id_exit_code(st), want_code);
+        CHECK_EQ(cs_exit_code(st), want_code);
     }
 }
 
@@ -63,12 +63,12 @@ static double kill_holder_trial(enum cs_postinit_wait mode, int point, int pre_k
     pid_t waiter = pt_spawn(1, mode, PT_NO_PAUSE, 0);
     wait_queued(1, mode, 1);
     if (pre_kill_ms)
-        id_sleep_ms(pre_kill_ms);
+        cs_sleep_ms(pre_kill_ms);       /* the holder's age at death, not a wait */
     CHECK_EQ(__atomic_load_n(&pt->acquired[1], __ATOMIC_ACQUIRE), 0);   /* excluded */
 
     /* Killed inside its critical section: its +1 never comes back. */
     __atomic_store_n(&pt->excused, point == PT_MID_WORK, __ATOMIC_RELEASE);
-    int64_t t0 = id_now_ns();
+    int64_t t0 = cs_now_ns();
     CHECK(kill(victim, SIGKILL) == 0);
     reap(waiter, 0);
     reap(victim, -1);
@@ -101,7 +101,7 @@ static void kill_nonholder_trial(enum cs_postinit_wait mode, int point)
 
     CHECK(kill(victim, SIGKILL) == 0);
     reap(victim, -1);
-    id_sleep_ms(30);
+    cs_sleep_ms(30);                    /* an observation window, not a wait */
     /* The dead non-holder granted nothing: the holder still excludes. */
     CHECK_EQ(__atomic_load_n(&pt->acquired[1], __ATOMIC_ACQUIRE), 0);
     CHECK_EQ(pt->acquired[2], 0);

@@ -1,6 +1,8 @@
 /*
  * Threads of one process share the open file description, so the OFD lock
  * alone would let them all in at once: the local mutex must exclude them.
+ * Contention is made, not hoped for: main holds the lock until every
+ * worker sleeps in its first acquire, so each of them must count a wait.
  * Also: recursion is refused (-EDEADLK), a non-holder cannot release
  * (-EPERM), and the file-system strategy table.
  */
@@ -12,10 +14,11 @@
 static struct cs_postinit_lock lock;
 static int inside, max_inside, entries;
 static uint64_t total_waits;
+static pid_t tids[NTHREADS];
 
 static void *worker(void *arg)
 {
-    (void)arg;
+    __atomic_store_n(&tids[(intptr_t)arg], gettid(), __ATOMIC_RELEASE);
     for (int i = 0; i < ITERS; i++) {
         uint32_t waits = 0;
         CHECK_EQ(cs__postinit_lock_acquire(&lock, &waits), 0);
@@ -41,13 +44,21 @@ static void *try_foreign_release(void *arg)
 static void test_threads(void)
 {
     pthread_t t[NTHREADS];
-    for (int i = 0; i < NTHREADS; i++)
-        CHECK(pthread_create(&t[i], NULL, worker, NULL) == 0);
+    uint32_t w;
+    CHECK_EQ(cs__postinit_lock_acquire(&lock, &w), 0);
+    for (intptr_t i = 0; i < NTHREADS; i++)
+        CHECK(pthread_create(&t[i], NULL, worker, (void *)i) == 0);
+    for (int i = 0; i < NTHREADS; i++) {
+        CS_WAIT_FOR(__atomic_load_n(&tids[i], __ATOMIC_ACQUIRE) != 0, 10000, "worker start");
+        /* Nothing else sleeps between publishing the tid and the lock. */
+        cs_wait_blocked(tids[i], 10000);
+    }
+    CHECK_EQ(cs__postinit_lock_release(&lock), 0);
     for (int i = 0; i < NTHREADS; i++)
         pthread_join(t[i], NULL);
     CHECK_EQ(max_inside, 1);
     CHECK_EQ(entries, NTHREADS * ITERS);
-    CHECK_GT(total_waits, 0);            /* contention really happened */
+    CHECK_GE(total_waits, NTHREADS);     /* every worker waited at least once */
     printf("%d threads x %d entries: never two inside, %llu waits counted\n", NTHREADS, ITERS,
            (unsigned long long)total_waits);
 }

@@ -78,7 +78,7 @@ static void private_child(void)
 
 static void test_private_procfs(bool init_ns)
 {
-    pid_t helper = id_fork();
+    pid_t helper = cs_fork_tied();
     CHECK(helper >= 0);
     if (helper == 0) {
         if (unshare(CLONE_NEWPID | CLONE_NEWNS) != 0) {
@@ -86,7 +86,7 @@ static void test_private_procfs(bool init_ns)
             _exit(2);
         }
         make_mounts_private();
-        pid_t c = id_fork();
+        pid_t c = cs_fork_tied();
         if (c < 0)
             _exit(4);
         if (c == 0)
@@ -94,9 +94,9 @@ static void test_private_procfs(bool init_ns)
         sh->fork_pid = c;
         int st;
         waitpid(c, &st, 0);
-        _exit(id_exit_code(st));
+        _exit(cs_exit_code(st));
     }
-    CHECK_EQ(id_exit_code(id_wait_child(helper, 10000)), 0);
+    CHECK_EQ(cs_exit_code(cs_wait_child(helper, 10000)), 0);
 
     CHECK_EQ(sh->self_in_ns, 1);
     /* The private procfs: one level (1), refused, nothing returned. */
@@ -130,8 +130,9 @@ static void nested_grandchild(void)
     sh->rc_nested_host = cs__procfs_host_pid("/proc", &p);
     __atomic_store_n(&sh->pid_nested_host, p, __ATOMIC_RELEASE);
     /* Stay alive until the parent looked us up by the host PID. */
-    for (int i = 0; i < 5000 && !__atomic_load_n(&sh->checked, __ATOMIC_ACQUIRE); i++)
-        id_sleep_ms(1);
+    int64_t deadline = cs_deadline_ns(5000);
+    while (!__atomic_load_n(&sh->checked, __ATOMIC_ACQUIRE) && cs_now_ns() < deadline)
+        cs_sleep_ms(1);
     _exit(0);
 }
 
@@ -142,14 +143,14 @@ static void nested_child(void)
         _exit(2);
     make_mounts_private();
     mount_proc(procdir);
-    pid_t c = id_fork();
+    pid_t c = cs_fork_tied();
     if (c < 0)
         _exit(4);
     if (c == 0)
         nested_grandchild();
     int st;
     waitpid(c, &st, 0);
-    _exit(id_exit_code(st));
+    _exit(cs_exit_code(st));
 }
 
 /* Reads "Key:\t<int>" from /proc/<pid>/status as the host sees it. */
@@ -172,12 +173,12 @@ static long status_field(pid_t pid, const char *key)
 static void test_intermediate_procfs(bool init_ns)
 {
     memset(sh, 0, sizeof *sh);
-    pid_t helper = id_fork();
+    pid_t helper = cs_fork_tied();
     CHECK(helper >= 0);
     if (helper == 0) {
         if (unshare(CLONE_NEWPID) != 0)
             _exit(2);
-        pid_t b = id_fork();
+        pid_t b = cs_fork_tied();
         if (b < 0)
             _exit(4);
         if (b == 0)
@@ -185,12 +186,11 @@ static void test_intermediate_procfs(bool init_ns)
         sh->b_host = b;
         int st;
         waitpid(b, &st, 0);
-        _exit(id_exit_code(st));
+        _exit(cs_exit_code(st));
     }
     /* Wait for the grandchild's answers, then check them from the host. */
-    int64_t t0 = id_now_ns();
-    while (!__atomic_load_n(&sh->pid_nested_host, __ATOMIC_ACQUIRE) && id_ms_since(t0) < 5000)
-        id_sleep_ms(1);
+    CS_WAIT_FOR(__atomic_load_n(&sh->pid_nested_host, __ATOMIC_ACQUIRE), 5000,
+                "the grandchild's answers");
     pid_t host_c = sh->pid_nested_host;
     if (init_ns) {
         CHECK_EQ(sh->rc_nested_host, 0);
@@ -199,7 +199,7 @@ static void test_intermediate_procfs(bool init_ns)
         CHECK_EQ(status_field(host_c, "PPid"), sh->b_host);
     }
     __atomic_store_n(&sh->checked, 1, __ATOMIC_RELEASE);
-    CHECK_EQ(id_exit_code(id_wait_child(helper, 10000)), 0);
+    CHECK_EQ(cs_exit_code(cs_wait_child(helper, 10000)), 0);
     /* ns1's procfs seen from ns2: two levels, but not the host's. */
     CHECK_EQ(sh->rc_nested, -EXDEV);
     CHECK_EQ(sh->pid_private, ID_SENTINEL);
@@ -220,7 +220,7 @@ static void test_fake_directory(void)
     pid_t p = ID_SENTINEL;
     CHECK_EQ(cs__procfs_host_pid(dir, &p), -EMEDIUMTYPE);
     CHECK_EQ(p, ID_SENTINEL);
-    id_rmtree(dir);
+    cs_rmtree(dir);
 }
 
 static void test_own_proc(bool init_ns)
@@ -244,10 +244,10 @@ static void test_own_proc(bool init_ns)
 
 int main(void)
 {
-    id_require_root();
+    cs_require_root("it chowns files, changes uid and makes PID namespaces");
     bool init_ns = in_init_pidns();
     printf("test runs in the %s PID namespace\n", init_ns ? "initial" : "a child");
-    sh = id_shared(sizeof *sh);
+    sh = cs_shared(sizeof *sh);
     id_mkdtemp(procdir, sizeof procdir);
 
     test_own_proc(init_ns);

@@ -1,6 +1,7 @@
 /*
  * Helpers shared by the ledger tests: a private scratch directory removed at
- * exit, stderr capture, whole-file reads, child processes with deadlines.
+ * exit, stderr capture, whole-file reads, the helper ready/go handshake.
+ * Clocks and children with deadlines are tests/support/support.h's.
  * Header-only (every test is one executable).
  */
 #ifndef CS_TESTS_LEDGER_TEST_H
@@ -78,13 +79,6 @@ static inline struct cs_ledger_params lt_params(uint64_t limit0)
     return p;
 }
 
-static inline double lt_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* Reads a whole file; *len gets its size. Caller frees. NULL if missing. */
 static inline char *lt_read_file(const char *path, size_t *len)
 {
@@ -160,59 +154,17 @@ static inline int lt_count_lines(const char *s)
     return n;
 }
 
-/* Waits for `pid` at most `seconds` (scaled); kills it and fails on expiry.
- * Returns the raw wait status. */
+/* Waits for `pid` at most `seconds` (scaled); fails on expiry. Returns the
+ * raw wait status. */
 static inline int lt_wait(pid_t pid, double seconds)
 {
-    double deadline = lt_now() + seconds * cs_test_scale();
-    for (;;) {
-        int st;
-        pid_t r = waitpid(pid, &st, WNOHANG);
-        CHECK(r >= 0);
-        if (r == pid)
-            return st;
-        if (lt_now() > deadline) {
-            kill(pid, SIGKILL);
-            waitpid(pid, &st, 0);
-            fprintf(stderr, "child %d did not finish within %.1f s\n", (int)pid, seconds);
-            exit(1);
-        }
-        usleep(1000);
-    }
-}
-
-/* Child must have exited 0. */
-static inline void lt_wait_ok(pid_t pid, double seconds)
-{
-    int st = lt_wait(pid, seconds);
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-        fprintf(stderr, "child %d failed: %s %d\n", (int)pid,
-                WIFEXITED(st) ? "exit" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+    int st = cs_wait_child(pid, seconds * 1000);
+    if (st < 0) {
+        fprintf(stderr, "child %d did not finish within %.1f s (x%g)\n", (int)pid, seconds,
+                cs_test_scale());
         exit(1);
     }
-}
-
-/* Reads exactly len bytes from fd with a (scaled) deadline. */
-static inline void lt_read_full(int fd, void *buf, size_t len, double seconds)
-{
-    double deadline = lt_now() + seconds * cs_test_scale();
-    size_t got = 0;
-    while (got < len) {
-        double left = deadline - lt_now();
-        CHECK(left > 0);
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        int r = poll(&p, 1, (int)(left * 1000) + 1);
-        if (r < 0 && errno == EINTR)
-            continue;
-        CHECK(r >= 0);
-        if (r == 0)
-            continue;
-        ssize_t n = read(fd, (char *)buf + got, len - got);
-        if (n < 0 && errno == EINTR)
-            continue;
-        CHECK(n > 0);
-        got += (size_t)n;
-    }
+    return st;
 }
 
 static inline void lt_write_full(int fd, const void *buf, size_t len)
@@ -245,7 +197,7 @@ static inline pid_t lt_helper_ready(pid_t pid, int ready[2], int go[2], int *go_
     close(ready[1]);
     close(go[0]);
     char c;
-    lt_read_full(ready[0], &c, 1, 10);
+    cs_read_full(ready[0], &c, 1, 10000);
     close(ready[0]);
     *go_fd = go[1];
     return pid;

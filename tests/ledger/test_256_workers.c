@@ -48,7 +48,7 @@ int main(void)
             char c;
             if (read(go[0], &c, 1) != 0)
                 _exit(3);
-            double t0 = lt_now();
+            int64_t t0 = cs_now_ns();
             struct cs_ledger l;
             struct report r = {.pid = (int32_t)getpid(), .slot = -1};
             r.rc = cs__ledger_open(path, &p, false, &l);
@@ -57,7 +57,7 @@ int main(void)
                 r.rc = cs__ledger_claim(&l);
                 r.slot = l.slot;
             }
-            r.seconds = lt_now() - t0;
+            r.seconds = cs_ms_since(t0) / 1000;
             lt_write_full(rep[1], &r, sizeof r); /* < PIPE_BUF: atomic */
             /* Stay alive until the parent has verified (EOF on done). */
             if (read(done[0], &c, 1) != 0)
@@ -73,14 +73,14 @@ int main(void)
     close(rep[1]);
     close(done[0]);
 
-    double t0 = lt_now();
+    int64_t t0 = cs_now_ns();
     close(go[1]); /* release them all */
     struct report *reps = calloc((size_t)n, sizeof *reps);
     double *secs = calloc((size_t)n, sizeof *secs);
     CHECK(reps && secs);
     for (int i = 0; i < n; i++)
-        lt_read_full(rep[0], &reps[i], sizeof reps[i], 60); /* deadlock deadline */
-    double wall = lt_now() - t0;
+        cs_read_full(rep[0], &reps[i], sizeof reps[i], 60000); /* deadlock deadline */
+    double wall = cs_ms_since(t0) / 1000;
 
     int creators = 0;
     char *seen = calloc(CS_LEDGER_SLOTS, 1);
@@ -109,7 +109,7 @@ int main(void)
     }
     close(done[1]); /* let them leave */
     for (int i = 0; i < n; i++)
-        lt_wait_ok(pids[i], 60);
+        cs_wait_ok(pids[i], 60000);
     CHECK_EQ_U(ro.hdr->live, 0);
     CHECK_EQ_U(ro.hdr->reaped, 0);
     for (int i = 0; i < CS_LEDGER_SLOTS; i++)

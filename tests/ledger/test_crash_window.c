@@ -40,7 +40,7 @@ static pid_t die_in_window(struct cs_ledger *l, enum window w, int *slot)
             pause();
     }
     close(fds[1]);
-    lt_read_full(fds[0], slot, sizeof *slot, 10);
+    cs_read_full(fds[0], slot, sizeof *slot, 10000);
     close(fds[0]);
     CHECK(kill(pid, SIGKILL) == 0);
     int st = lt_wait(pid, 10);
@@ -57,7 +57,7 @@ static pid_t live_holder(struct cs_ledger *l, uint64_t bytes, int *go_fd)
         CHECK_EQ(cs__ledger_reserve(l, 0, CS_MEM_DATA, bytes), 0);
         lt_write_full(ready[1], "r", 1);
         char c;
-        lt_read_full(go[0], &c, 1, 60);
+        cs_read_full(go[0], &c, 1, 60000);
         CHECK_EQ_U(cs__ledger_my_slot(l)->bytes[0][CS_MEM_DATA], bytes);
         cs__ledger_release(l, 0, CS_MEM_DATA, bytes);
         cs__ledger_leave(l);
@@ -100,7 +100,7 @@ static void heal_while_live(struct cs_ledger *l, enum window w)
     /* The holder's charge was never touched: it releases it whole. */
     lt_write_full(go, "g", 1);
     close(go);
-    lt_wait_ok(holder, 10);
+    cs_wait_ok(holder, 10000);
     CHECK_EQ_U(cs__ledger_used(l, 0), 10 * MiB);
 }
 
@@ -131,7 +131,7 @@ int main(void)
         __atomic_fetch_add(&l.hdr->dev[0].used, 5 * MiB, __ATOMIC_SEQ_CST);
         _exit(0); /* no leave: a crash */
     }
-    lt_wait_ok(pid, 10);
+    cs_wait_ok(pid, 10000);
     CHECK_EQ_U(l.hdr->live, 1);
     CHECK_EQ_U(cs__ledger_used(&l, 0), 5 * MiB);
     lt_capture_begin();

@@ -60,7 +60,7 @@ static void expect_child_refused(struct cs_ledger *l)
             r = cs__ledger_claim(l);
         _exit(r == -ENOTRECOVERABLE ? 0 : 1);
     }
-    lt_wait_ok(pid, 10);
+    cs_wait_ok(pid, 10000);
 }
 
 static void truncated_to_zero(void)
@@ -138,13 +138,13 @@ static void *race_charges(void *arg)
 {
     struct racer *r = arg;
     pthread_barrier_wait(r->go);
-    double deadline = lt_now() + 30 * cs_test_scale();
+    int64_t deadline = cs_deadline_ns(30000);
     do {
         r->last = cs__ledger_reserve(r->l, 0, CS_MEM_DATA, 1);
         if (r->last == -ENOTRECOVERABLE)
             break;
         cs__ledger_release(r->l, 0, CS_MEM_DATA, 1);
-    } while (lt_now() < deadline);
+    } while (cs_now_ns() < deadline);
     return NULL;
 }
 

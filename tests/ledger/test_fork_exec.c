@@ -82,7 +82,7 @@ int main(int argc, char **argv)
         cs__ledger_close(&l);
         _exit(0);
     }
-    lt_wait_ok(pid, 10);
+    cs_wait_ok(pid, 10000);
     check_parent(&l, 10 * MiB);
 
     /* Child B: closing the inherited descriptor does not release the
@@ -102,7 +102,7 @@ int main(int argc, char **argv)
         CHECK(errno == EAGAIN || errno == EACCES);
         _exit(0);
     }
-    lt_wait_ok(pid, 10);
+    cs_wait_ok(pid, 10000);
     check_parent(&l, 10 * MiB);
     CHECK(cs__ledger_slot_alive(&l, parent_slot));
 
@@ -126,7 +126,7 @@ int main(int argc, char **argv)
         cs__ledger_close(&l);
         _exit(0);
     }
-    lt_wait_ok(pid, 10);
+    cs_wait_ok(pid, 10000);
     check_parent(&l, 10 * MiB);
 
     /* Child C: exec'd image. */
@@ -146,9 +146,9 @@ int main(int argc, char **argv)
     }
     close(fds[1]);
     int child_slot;
-    lt_read_full(fds[0], &child_slot, sizeof child_slot, 10);
+    cs_read_full(fds[0], &child_slot, sizeof child_slot, 10000);
     close(fds[0]);
-    lt_wait_ok(pid, 10);
+    cs_wait_ok(pid, 10000);
     CHECK_NE(child_slot, parent_slot);
     check_parent(&l, 10 * MiB);
     CHECK_EQ(cs__ledger_slot(&l, child_slot)->state, CS_SLOT_FREE);

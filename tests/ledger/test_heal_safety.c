@@ -33,7 +33,7 @@ static pid_t stop_half_way(struct cs_ledger *l, enum step what, int *go_fd)
             __atomic_fetch_sub(&s->bytes[0][CS_MEM_DATA], N, __ATOMIC_SEQ_CST);
         lt_write_full(ready[1], "r", 1);
         char c;
-        lt_read_full(go[0], &c, 1, 60);
+        cs_read_full(go[0], &c, 1, 60000);
         if (what == CHARGE)
             __atomic_fetch_add(&s->bytes[0][CS_MEM_DATA], N, __ATOMIC_SEQ_CST);
         else
@@ -62,7 +62,7 @@ static void heal_leaves_it_alone(struct cs_ledger *l, uint64_t expect_used)
         cs__ledger_leave(l);
         _exit(0);
     }
-    lt_wait_ok(other, 10);
+    cs_wait_ok(other, 10000);
     char *err = lt_capture_end();
     CHECK(strstr(err, "returned them") == NULL);
     free(err);
@@ -79,7 +79,7 @@ static void live_half_way(struct cs_ledger *l, enum step what)
     heal_leaves_it_alone(l, 10 * MiB + N);
     lt_write_full(go, "g", 1);
     close(go);
-    lt_wait_ok(pid, 10);
+    cs_wait_ok(pid, 10000);
     CHECK_EQ_U(cs__ledger_used(l, 0), 10 * MiB);
 }
 

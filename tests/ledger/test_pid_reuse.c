@@ -26,7 +26,7 @@ static pid_t child(struct cs_ledger *l, uint64_t bytes, bool stay, int *slot)
             pause();
     }
     close(fds[1]);
-    lt_read_full(fds[0], slot, sizeof *slot, 10);
+    cs_read_full(fds[0], slot, sizeof *slot, 10000);
     close(fds[0]);
     return pid;
 }
@@ -41,7 +41,7 @@ int main(void)
     /* A dead slot whose pid field names a living process (us). */
     int dead_slot;
     pid_t dead_pid = child(&l, 10 * MiB, false, &dead_slot);
-    lt_wait_ok(dead_pid, 10);
+    cs_wait_ok(dead_pid, 10000);
     struct cs_ledger_slot *ds = cs__ledger_slot(&l, dead_slot);
     CHECK_EQ(ds->state, CS_SLOT_LIVE);
     __atomic_store_n(&ds->pid, (int32_t)getpid(), __ATOMIC_RELAXED);

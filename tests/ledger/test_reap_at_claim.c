@@ -41,7 +41,7 @@ static void kill_a_crowd(struct cs_ledger *l, uint64_t window)
     close(ready[1]);
     for (int i = 0; i < DEAD; i++) {
         char c;
-        lt_read_full(ready[0], &c, 1, 30);
+        cs_read_full(ready[0], &c, 1, 30000);
     }
     close(ready[0]);
     __atomic_fetch_add(&l->hdr->dev[0].used, window, __ATOMIC_SEQ_CST);
@@ -70,7 +70,7 @@ static pid_t holder(struct cs_ledger *l, int *go_fd)
         CHECK_EQ(cs__ledger_reserve(l, 0, CS_MEM_DATA, 100 * MiB), 0);
         lt_write_full(ready[1], "r", 1);
         char c;
-        lt_read_full(go[0], &c, 1, 120);
+        cs_read_full(go[0], &c, 1, 120000);
         cs__ledger_release(l, 0, CS_MEM_DATA, 100 * MiB);
         cs__ledger_leave(l);
         _exit(0);
@@ -118,7 +118,7 @@ int main(void)
 
     lt_write_full(go, "g", 1);
     close(go);
-    lt_wait_ok(h, 10);
+    cs_wait_ok(h, 10000);
     cs__ledger_leave(&l);
     CHECK_EQ_U(cs__ledger_used(&l, 0), 0);
     cs__ledger_close(&l);

@@ -36,7 +36,7 @@ int main(void)
     }
     close(go[0]);
     char c;
-    lt_read_full(fds[0], &c, 1, 10);
+    cs_read_full(fds[0], &c, 1, 10000);
 
     CHECK_EQ(cs__ledger_reserve(&l, 0, CS_MEM_DATA, 100), 0);
     CHECK_EQ_U(cs__ledger_used(&l, 0), 1100);
@@ -77,7 +77,7 @@ int main(void)
     CHECK_EQ_U(cs__ledger_used(&l, 0), 1000);
 
     close(go[1]);
-    lt_wait_ok(pid, 10);
+    cs_wait_ok(pid, 10000);
     CHECK_EQ_U(cs__ledger_used(&l, 0), 0);
     cs__ledger_leave(&l);
     CHECK_EQ_U(l.hdr->live, 0);

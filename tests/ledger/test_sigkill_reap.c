@@ -26,7 +26,7 @@ static pid_t spawn_holder(struct cs_ledger *l, uint64_t data, uint64_t ctx, int 
             pause();
     }
     close(fds[1]);
-    lt_read_full(fds[0], slot, sizeof *slot, 10);
+    cs_read_full(fds[0], slot, sizeof *slot, 10000);
     close(fds[0]);
     return pid;
 }
@@ -105,12 +105,12 @@ int main(void)
     int sum = 0;
     for (int i = 0; i < 4; i++) {
         int n;
-        lt_read_full(res[0], &n, sizeof n, 10);
+        cs_read_full(res[0], &n, sizeof n, 10000);
         CHECK_GE(n, 0);
         sum += n;
     }
     for (int i = 0; i < 4; i++)
-        lt_wait_ok(reapers[i], 10);
+        cs_wait_ok(reapers[i], 10000);
     CHECK_EQ(sum, 1);
     CHECK_EQ_U(l.hdr->reaped, 2);
     CHECK_EQ_U(cs__ledger_used(&l, 0), 50 * MiB);

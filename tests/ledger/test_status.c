@@ -94,8 +94,8 @@ static const char *craft(void)
         lt_write_full(fds[1], &l.slot, sizeof l.slot);
         _exit(0);
     }
-    lt_read_full(fds[0], &dead_slot, sizeof dead_slot, 10);
-    lt_wait_ok(pid, 10);
+    cs_read_full(fds[0], &dead_slot, sizeof dead_slot, 10000);
+    cs_wait_ok(pid, 10000);
     CHECK_EQ(cs__ledger_slot(&l, dead_slot)->state, CS_SLOT_LIVE);
 
     CHECK_EQ(cs__ledger_reserve(&l, 0, CS_MEM_DATA, 256 * MiB), 0);

@@ -5,7 +5,8 @@
  * under TSan (label tsan): no forks here. The main thread holds all but
  * 8 MiB of the limit while they run, so refusals happen whatever the
  * scheduler does (a thread alone soon asks for more than 8 MiB); how the
- * threads overlap only changes how many.
+ * threads overlap only changes how many. A start barrier puts all of them
+ * at the line before any begins, so on more than one CPU they do race.
  */
 #include "ledger_test.h"
 
@@ -17,12 +18,14 @@
 
 static struct cs_ledger g;
 static int refused_total;
+static pthread_barrier_t start;
 
 static void *worker(void *arg)
 {
     unsigned rng = (unsigned)(uintptr_t)arg * 7919u + 3;
     uint64_t held[3] = {0};
     int refused = 0;
+    pthread_barrier_wait(&start);
     for (int i = 0; i < STEPS; i++) {
         rng = rng * 1103515245u + 12345u;
         int k = (int)((rng >> 8) % 3);
@@ -56,10 +59,12 @@ int main(void)
     CHECK_EQ(cs__ledger_claim(&g), 0);
     CHECK_EQ(cs__ledger_reserve(&g, 0, CS_MEM_DATA, LIMIT - 8 * MiB), 0);
     pthread_t t[THREADS];
+    CHECK(pthread_barrier_init(&start, NULL, THREADS) == 0);
     for (int i = 0; i < THREADS; i++)
         CHECK(pthread_create(&t[i], NULL, worker, (void *)(uintptr_t)i) == 0);
     for (int i = 0; i < THREADS; i++)
         pthread_join(t[i], NULL);
+    pthread_barrier_destroy(&start);
     CHECK_EQ_U(cs__ledger_used(&g, 0), LIMIT - 8 * MiB);
     cs__ledger_release(&g, 0, CS_MEM_DATA, LIMIT - 8 * MiB);
     CHECK_EQ_U(cs__ledger_used(&g, 0), 0);

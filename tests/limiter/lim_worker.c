@@ -20,12 +20,16 @@
  * --mode churn (scripts/soak.sh) allocates and frees random sizes and
  * launches until a stop file appears (churn_loop below):
  *   --max-kib K --hold N --launches L --stop FILE --pause FILE --ack DIR
+ * --stop FILE also ends the launch and idle modes (instead of --secs), and
+ * --ready FILE is created once the context exists and, in launch mode, the
+ * first launch returned: a test waits for conditions, not for time.
  */
 #define _GNU_SOURCE
 #define __CUDA_API_VERSION_INTERNAL 1
 #include <cuda.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stddef.h>
@@ -469,6 +473,19 @@ static void sleep_us(unsigned us)
     nanosleep(&ts, NULL);
 }
 
+/* Creates the --ready file, if any. */
+static void mark_ready(const char *path)
+{
+    if (!path)
+        return;
+    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        fprintf(stderr, "worker: cannot create %s: %s\n", path, strerror(errno));
+        exit(3);
+    }
+    close(fd);
+}
+
 /* While the pause file exists: hold everything, touch nothing, and say so
  * once in ACK/<pid> (the soak compares the ledger with the device then).
  * Returns when it is gone or the stop file appears. */
@@ -612,7 +629,7 @@ int main(int argc, char **argv)
 {
     double secs = 2;
     unsigned blocks = 1000, sync_every = 4, gap_us = 0, device = 0;
-    const char *path = "cuLaunchKernel", *out = NULL, *mode = "launch";
+    const char *path = "cuLaunchKernel", *out = NULL, *mode = "launch", *ready = NULL;
     int use_stream = 0;
     long long count = 0;
     struct churn_opts churn = {.max_kib = 16384, .hold = 4, .launches = 4};
@@ -644,6 +661,8 @@ int main(int argc, char **argv)
             churn.hold = (unsigned)atoi(v), i++;
         else if (!strcmp(a, "--launches"))
             churn.launches = (unsigned)atoi(v), i++;
+        else if (!strcmp(a, "--ready"))
+            ready = v, i++;
         else if (!strcmp(a, "--stop"))
             churn.stop = v, i++;
         else if (!strcmp(a, "--pause"))
@@ -710,9 +729,15 @@ int main(int argc, char **argv)
         return capture_check(fn, blocks, secs, sync_every, out);
     if (!strcmp(mode, "idle")) {
         /* Init only: stay alive (for suspend tests of idle processes). */
-        struct timespec ts = {.tv_sec = (time_t)secs,
-                              .tv_nsec = (long)((secs - (double)(time_t)secs) * 1e9)};
-        nanosleep(&ts, NULL);
+        mark_ready(ready);
+        if (churn.stop) {
+            while (!exists(churn.stop))
+                sleep_us(1000);
+        } else {
+            struct timespec ts = {.tv_sec = (time_t)secs,
+                                  .tv_nsec = (long)((secs - (double)(time_t)secs) * 1e9)};
+            nanosleep(&ts, NULL);
+        }
         write_stats(out, 0, 0);
         return 0;
     }
@@ -722,9 +747,10 @@ int main(int argc, char **argv)
         CK(cuMemAlloc_v2(&tg.buf, memset_bytes(blocks)));
     const int64_t t0 = now_ns(), end = t0 + (int64_t)(secs * 1e9);
     uint64_t n = 0;
-    while (count ? n < (uint64_t)count : now_ns() < end) {
+    while (count ? n < (uint64_t)count : churn.stop ? !exists(churn.stop) : now_ns() < end) {
         CK(launch_path(p, &tg));
-        n++;
+        if (n++ == 0)
+            mark_ready(ready);
         if (sync_every && n % sync_every == 0)
             CK(paths[p].per_thread ? cuStreamSynchronize_ptsz(stream) : cuStreamSynchronize(stream));
         if (gap_us) {

@@ -45,7 +45,7 @@ static int truncate_board_files(void)
  * on a deadline, or as soon as the worker is gone. */
 static void await_whole_board(pid_t worker, const char *when)
 {
-    const int64_t deadline = lim_now() + (int64_t)(10e9 * cs_test_scale());
+    const int64_t deadline = cs_now_ns() + (int64_t)(10e9 * cs_test_scale());
     while (own_board_size() != CS_BOARD_SIZE) {
         int st;
         if (waitpid(worker, &st, WNOHANG) == worker) {
@@ -54,12 +54,12 @@ static void await_whole_board(pid_t worker, const char *when)
                     WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
             exit(1);
         }
-        if (lim_now() > deadline) {
+        if (cs_now_ns() > deadline) {
             fprintf(stderr, "no whole board file %s\n", when);
             kill(worker, SIGKILL);
             exit(1);
         }
-        lim_sleep_ms(2);
+        cs_sleep_ms(2);
     }
 }
 
@@ -74,7 +74,7 @@ int main(void)
                          lim_kv("CUSHARE_BOARD=%s", lim_path("board")), NULL};
     const char *secs = lim_kv("%.1f", 3.0 * cs_test_scale());
     const char *args[] = {"--secs", secs, "--blocks", "1000", "--sync", "4", NULL};
-    const int64_t t0 = lim_now();
+    const int64_t t0 = cs_now_ns();
     pid_t w = lim_spawn(env, args);
     await_whole_board(w, "before any truncation");
     for (int round = 0; round < 5; round++) {
@@ -82,7 +82,7 @@ int main(void)
         await_whole_board(w, lim_kv("after truncation %d", round + 1));
     }
     CHECK_EQ(lim_wait(w), 0);
-    const int64_t from = t0 + 1000000000ll, to = lim_now() - 200000000ll;
+    const int64_t from = t0 + 1000000000ll, to = cs_now_ns() - 200000000ll;
     CHECK_GT(to - from, 500000000ll);
     double share = 100.0 * (double)lim_busy(gpu, 0, w, from, to) / (double)(to - from);
     printf("5 truncations survived; share from 1 s to the end: %.1f%% (limit 50)\n", share);

@@ -39,7 +39,7 @@ static double scale(void)
  * with its status. */
 static void wait_replays(const pid_t *pid)
 {
-    const int64_t deadline = lim_now() + (int64_t)(30e9 * scale());
+    const int64_t deadline = cs_now_ns() + (int64_t)(30e9 * scale());
     for (int i = 0; i < NRUNS; i++) {
         while (access(lim_path(lim_kv("w%d.out.replay", i)), F_OK) != 0) {
             int st;
@@ -48,8 +48,8 @@ static void wait_replays(const pid_t *pid)
                         runs[i].policy, runs[i].pct, WIFEXITED(st) ? WEXITSTATUS(st) : -1);
                 exit(1);
             }
-            CHECK(lim_now() < deadline);
-            lim_sleep_ms(5);
+            CHECK(cs_now_ns() < deadline);
+            cs_sleep_ms(5);
         }
     }
 }
@@ -78,12 +78,12 @@ int main(void)
     /* Replays of about 0.9 ms each; windows of 200 ms from 0.6 s into the
      * replay (the law's first second settles the estimate). */
     static double share[NRUNS][16];
-    const int64_t t0 = lim_now();
+    const int64_t t0 = cs_now_ns();
     const int nw = 10;
     for (int w = 0; w < nw; w++) {
         int64_t to = t0 + (int64_t)(w + 1) * 200000000ll;
-        while (lim_now() < to + 60000000ll)
-            lim_sleep_ms(5);
+        while (cs_now_ns() < to + 60000000ll)
+            cs_sleep_ms(5);
         for (int i = 0; i < NRUNS; i++)
             share[i][w] = 100.0 * (double)lim_busy(gpu[i], 0, pid[i], to - 200000000ll, to) / 2e8;
     }

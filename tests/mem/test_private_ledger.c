@@ -25,7 +25,6 @@
 #include <sys/prctl.h>
 #include <sys/mount.h>
 
-#define SKIP 77
 
 static char dir[64]; /* /dev/shm/cushare-<uid> */
 static bool isolated;
@@ -184,7 +183,7 @@ static void case_leftovers(void)
     pid_t pid;
     int in = spawn(killed_body, &pid);
     struct report r;
-    lt_read_full(in, &r, sizeof r, 20);
+    cs_read_full(in, &r, sizeof r, 20000);
     close(in);
     CHECK_EQ(r.pid, pid);
     CHECK(kill(pid, SIGKILL) == 0);
@@ -195,10 +194,10 @@ static void case_leftovers(void)
     /* exec: the old image's ledger is not left behind, nor the new one's. */
     in = spawn(exec_body, &pid);
     struct report before, after;
-    lt_read_full(in, &before, sizeof before, 20);
-    lt_read_full(in, &after, sizeof after, 20);
+    cs_read_full(in, &before, sizeof before, 20000);
+    cs_read_full(in, &after, sizeof after, 20000);
     close(in);
-    lt_wait_ok(pid, 20);
+    cs_wait_ok(pid, 20000);
     CHECK(before.pid == pid && after.pid == pid);
     CHECK(before.ino != after.ino);
     CHECK(!left_behind(&before));
@@ -209,11 +208,11 @@ static void case_leftovers(void)
     CHECK(pipe(fds) == 0);
     init_and_report(fds[1]);
     struct report mine, kid;
-    lt_read_full(fds[0], &mine, sizeof mine, 20);
+    cs_read_full(fds[0], &mine, sizeof mine, 20000);
     in = spawn(init_and_report, &pid);
-    lt_read_full(in, &kid, sizeof kid, 20);
+    cs_read_full(in, &kid, sizeof kid, 20000);
     close(in);
-    lt_wait_ok(pid, 20);
+    cs_wait_ok(pid, 20000);
     CHECK_EQ((int64_t)kid.ino, (int64_t)mine.ino);
 
     if (isolated) {
@@ -262,10 +261,10 @@ static pid_t plant(const char *name, enum holder_end end, char *path, size_t len
     }
     close(fds[1]);
     char c;
-    lt_read_full(fds[0], &c, 1, 20);
+    cs_read_full(fds[0], &c, 1, 20000);
     close(fds[0]);
     if (end == DIE)
-        lt_wait_ok(pid, 20);
+        cs_wait_ok(pid, 20000);
     CHECK(exists(path));
     return pid;
 }
@@ -276,9 +275,9 @@ static void start_one(void)
     pid_t pid;
     int in = spawn(init_and_report, &pid);
     struct report r;
-    lt_read_full(in, &r, sizeof r, 20);
+    cs_read_full(in, &r, sizeof r, 20000);
     close(in);
-    lt_wait_ok(pid, 20);
+    cs_wait_ok(pid, 20000);
     CHECK_EQ(r.pid, pid);
 }
 
@@ -329,10 +328,7 @@ static void case_sweep(void)
 
 static int case_foreign(void)
 {
-    if (geteuid() != 0) {
-        printf("SKIP: giving a ledger to another uid needs root\n");
-        return SKIP;
-    }
+    cs_require_root("giving a ledger to another uid");
     make_dir();
     char path[320], name[64];
     snprintf(name, sizeof name, "private-%d-f0e1.ledger", (int)getpid());
