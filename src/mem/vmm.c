@@ -79,6 +79,7 @@ void cs__vmm_atfork_child(void)
      * fork child nothing of the parent's), nor its share locks. */
     cs__mutex_reset(&cs__vmm_mu);
     cs__vmm_shared_atfork_child();
+    cs__vmm_fdid_atfork_child();
     free_chain(cs__vmm_allocs, offsetof(struct vmm_alloc, next));
     cs__vmm_allocs = NULL;
     for (int b = 0; b < BUCKETS; b++) {
@@ -133,6 +134,8 @@ struct vmm_alloc *cs__vmm_alloc_new(int dev, uint64_t bytes, int share, bool in_
         return NULL;
     for (int k = 0; k < CS_LEDGER_SHARE_KEYS; k++)
         a->payer_fd[k] = -1;
+    for (int k = 0; k < VMM_FD_DUPS; k++)
+        a->fd_dup[k] = -1;
     a->dev = dev;
     a->bytes = bytes;
     a->share = share;
@@ -160,6 +163,7 @@ void cs__vmm_alloc_unref(struct vmm_alloc *a)
     if (--a->refs > 0)
         return;
     alloc_unlink(a);
+    cs__vmm_fdid_drop_all(a); /* our dups would keep the memory alive */
     /* Payer files first: a tenant that takes the charge over meanwhile is
      * counted twice for that moment, never nobody. */
     cs__vmm_payer_drop_all(a);
@@ -321,6 +325,8 @@ CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
         m->a = h->a;
         map_insert(m);
         h->a->refs++;
+        if (h->a->unsized)
+            cs__vmm_size_known(h->a, (uint64_t)offset + size);
     } else if (h) {
         cs_warn_capped(8, SUBSYS, "out of host memory for a mapping record: its allocation "
                        "may be given back while still mapped");

@@ -19,6 +19,9 @@
 
 #include "mem/admit.h"
 
+/* Exported open file descriptions of one allocation we keep dups of. */
+#define VMM_FD_DUPS 4
+
 /* One allocation as this process sees it. */
 struct vmm_alloc {
     struct vmm_alloc *next, *prev; /* cs__vmm_allocs, doubly linked */
@@ -33,6 +36,11 @@ struct vmm_alloc {
                             * the allocation's (cuMemFree, its context) */
     int payer_fd[CS_LEDGER_SHARE_KEYS]; /* payer files we hold (-1 none) */
     uint64_t payer_key[CS_LEDGER_SHARE_KEYS];
+    uint64_t fd_key;       /* identity of its POSIX-fd exports (0 none) */
+    int fd_dup[VMM_FD_DUPS]; /* our private dups of its exported descriptions
+                              * (-1 none): vmm_fdid.c */
+    bool unsized;          /* imported from a description nobody holds: its
+                            * size (and charge) comes with its first mapping */
 };
 
 extern pthread_mutex_t cs__vmm_mu;
@@ -57,5 +65,27 @@ int cs__vmm_held_share_with_key(uint64_t key);
  * child, forgets its IPC opens and closes its copies of payer files. */
 void cs__vmm_payer_drop_all(struct vmm_alloc *a);
 void cs__vmm_shared_atfork_child(void);
+/* vmm_shared.c: the first mapping of an unsized import gives its size:
+ * charged to our tenant from then on (cs__vmm_mu held). */
+void cs__vmm_size_known(struct vmm_alloc *a, uint64_t bytes);
+
+/* vmm_fdid.c: which open file description of /dev/nvidiactl names which
+ * allocation (docs/accounting.md, "Shared memory"). All but find with
+ * cs__vmm_mu held.
+ * fdid_new_key: a fresh identity for an allocation's POSIX-fd exports.
+ * fdid_hold: a keeps a private dup of fd's description and publishes
+ * (our pid, the dup, key) for importers; false when it cannot.
+ * fdid_drop_all: closes a's dups and withdraws them (an exported
+ * description keeps the memory alive, so no dup may outlive our last
+ * reference). fdid_atfork_child: closes the child's copies only.
+ * fdid_find: the key of the allocation behind fd, matched with
+ * kcmp(KCMP_FILE) against every live holder's dup: 0, -ENOENT (no live
+ * holder: only descriptions in flight keep it), -EPERM (some holder could
+ * not be compared: another user's). */
+uint64_t cs__vmm_fdid_new_key(void);
+bool cs__vmm_fdid_hold(struct vmm_alloc *a, int fd);
+void cs__vmm_fdid_drop_all(struct vmm_alloc *a);
+void cs__vmm_fdid_atfork_child(void);
+int cs__vmm_fdid_find(int fd, uint64_t *key);
 
 #endif

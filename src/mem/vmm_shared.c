@@ -7,9 +7,13 @@
  * moves out of our slot into a ledger share (src/ledger/share.c): every
  * process of the tenant that imports it holds the share, and the share
  * keeps the charge until the last holder lets go or dies. Both sides find
- * the share by a key they can both compute: the exported fd's inode (an
- * fd passed over SCM_RIGHTS names the same open file), the fabric handle's
- * bytes. Legacy IPC works alike: cuIpcGetMemHandle moves the cuMemAlloc
+ * the share by a key they can both compute: the fabric handle's bytes; for
+ * a POSIX fd, a random key its holders publish with a private dup of each
+ * exported open file description (vmm_fdid.c: every exported fd is an open
+ * of /dev/nvidiactl, so its inode names nothing). An fd whose description
+ * no live process holds any more (the exporter let go while the fd was in
+ * flight: the fd alone kept the memory) is charged to its importer as a
+ * new share once its first mapping says its size. Legacy IPC works alike: cuIpcGetMemHandle moves the cuMemAlloc
  * charge into a share keyed by the 64 handle bytes, and each process's
  * opens of one handle (the driver returns the same pointer and counts
  * them) are one reference.
@@ -21,7 +25,8 @@
  * first standing-by process to look (a view, an admission) takes the
  * charge over into its tenant's share. An import with no share in our
  * ledger and no payer file of our uid (another user's memory, or a process
- * outside cushare) is not charged here.
+ * outside cushare) is not charged here; except a POSIX fd no live process
+ * of our uid holds a description of (above): the importer holds it alone.
  *
  * cs__vmm_mu (vmm.h) guards the IPC table too; payer_allocs is atomic,
  * written under it.
@@ -73,7 +78,7 @@ void cs__vmm_shared_atfork_child(void)
 
 /* ---- keys both sides can compute ------------------------------------------ */
 
-enum key_kind { KEY_FD = 1, KEY_FABRIC, KEY_IPC };
+enum key_kind { KEY_FABRIC = 2, KEY_IPC };
 
 static uint64_t mix(uint64_t h)
 {
@@ -91,35 +96,11 @@ static uint64_t bytes_key(enum key_kind kind, const void *p, size_t n)
     return mix(h);
 }
 
-/* The inode of the open file behind fd: the same in every process the
- * descriptor is passed to. 0 when fd is not open. */
-static uint64_t fd_key(int fd)
+static uint64_t fabric_key(const void *shareable, CUmemAllocationHandleType type)
 {
-    struct stat st;
-    if (fd < 0 || fstat(fd, &st) != 0)
-        return 0;
-    uint64_t id[2] = {(uint64_t)st.st_dev, (uint64_t)st.st_ino};
-    return bytes_key(KEY_FD, id, sizeof id);
-}
-
-static uint64_t export_key(const void *shareable, CUmemAllocationHandleType type)
-{
-    if (!shareable)
-        return 0;
-    if (type == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
-        return fd_key(*(const int *)shareable);
-    if (type == CU_MEM_HANDLE_TYPE_FABRIC)
+    if (type == CU_MEM_HANDLE_TYPE_FABRIC && shareable)
         return bytes_key(KEY_FABRIC, shareable, sizeof(CUmemFabricHandle));
-    return 0; /* Win32 handles: not on Linux */
-}
-
-static uint64_t import_key(void *osHandle, CUmemAllocationHandleType type)
-{
-    if (type == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
-        return fd_key((int)(intptr_t)osHandle);
-    if (type == CU_MEM_HANDLE_TYPE_FABRIC && osHandle)
-        return bytes_key(KEY_FABRIC, osHandle, sizeof(CUmemFabricHandle));
-    return 0;
+    return 0; /* POSIX fds: vmm_fdid.c; Win32 handles: not on Linux */
 }
 
 /* ---- payer files (across tenants) --------------------------------------------- */
@@ -170,8 +151,8 @@ static void payer_publish(struct vmm_alloc *a, uint64_t key)
     uint64_t bytes = a->bytes;
     int fd = cs__payer_open(share_dir(), key, true, &dev, &bytes);
     if (fd == -EEXIST) {
-        cs_warn_capped(1, SUBSYS, "another allocation of this user has the same identity "
-                       "(descriptor inode); other tenants importing it will not be charged when "
+        cs_warn_capped(1, SUBSYS, "another allocation of this user has the same identity; "
+                       "other tenants importing it will not be charged when "
                        "this one lets go");
         return;
     }
@@ -296,8 +277,7 @@ static struct vmm_alloc *import_alloc(uint64_t key, int j, int dev, uint64_t byt
 
 /* ---- export and import ------------------------------------------------------ */
 
-/* A key that already names another live share cannot tell the two apart
- * (a driver whose exported descriptors share one inode would do that):
+/* A key that already names another live share cannot tell the two apart:
  * the allocation is then not shared through it, and its creator alone
  * pays while it holds it. Said once. */
 static bool key_taken(const struct vmm_alloc *a, uint64_t key)
@@ -305,8 +285,7 @@ static bool key_taken(const struct vmm_alloc *a, uint64_t key)
     int other = cs__ledger_share_find(cs__ledger(), key);
     if (other < 0 || (a && other == a->share)) /* a NULL: not shared yet */
         return false;
-    cs_warn_capped(1, SUBSYS, "two exported allocations have the same identity (descriptor "
-                   "inode); such memory is charged to its creator only, while the creator "
+    cs_warn_capped(1, SUBSYS, "two exported allocations have the same identity; such memory is charged to its creator only, while the creator "
                    "holds it (docs/accounting.md, \"Shared memory\")");
     return true;
 }
@@ -333,6 +312,22 @@ static void share_alloc(struct vmm_alloc *a, uint64_t key)
         payer_publish(a, key);
 }
 
+/* A POSIX-fd export of a: its identity (made at its first export) goes
+ * with its share, and our dup of the new description tells importers.
+ * cs__vmm_mu held. */
+static void export_fd(struct vmm_alloc *a, int fd)
+{
+    if (!a->fd_key) {
+        a->fd_key = cs__vmm_fdid_new_key();
+        share_alloc(a, a->fd_key);
+    }
+    if (!cs__vmm_fdid_hold(a, fd))
+        cs_warn_capped(4, SUBSYS, "cannot publish the identity of an exported descriptor in "
+                       "%s; a process importing it will be charged for it as new memory (set "
+                       "CUSHARE_SHARE_DIR to a writable directory)",
+                       cs__config()->share_dir[0] ? cs__config()->share_dir : CS_NODE_DIR);
+}
+
 CUresult CUDAAPI cuMemExportToShareableHandle(void *shareableHandle,
                                               CUmemGenericAllocationHandle handle,
                                               CUmemAllocationHandleType handleType,
@@ -340,27 +335,51 @@ CUresult CUDAAPI cuMemExportToShareableHandle(void *shareableHandle,
 {
     CS_ENTER(cuMemExportToShareableHandle);
     CUresult r = cs_real.cuMemExportToShareableHandle(shareableHandle, handle, handleType, flags);
-    if (r != CUDA_SUCCESS)
+    if (r != CUDA_SUCCESS || !shareableHandle)
         return r;
-    uint64_t key = export_key(shareableHandle, handleType);
+    uint64_t key = fabric_key(shareableHandle, handleType);
     pthread_mutex_lock(&cs__vmm_mu);
     struct vmm_alloc *a = cs__vmm_handle_alloc(handle);
-    if (a && key)
+    if (a && handleType == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+        export_fd(a, *(const int *)shareableHandle);
+    else if (a && key)
         share_alloc(a, key);
     pthread_mutex_unlock(&cs__vmm_mu);
     return r;
 }
 
-CUresult CUDAAPI cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle,
-                                                CUmemAllocationHandleType shHandleType)
+void cs__vmm_size_known(struct vmm_alloc *a, uint64_t bytes)
 {
-    CS_ENTER(cuMemImportFromShareableHandle);
-    uint64_t key = import_key(osHandle, shHandleType);
-    CUresult r = cs_real.cuMemImportFromShareableHandle(handle, osHandle, shHandleType);
-    if (r != CUDA_SUCCESS || !handle || !key)
-        return r;
-    int local_dev = handle_device(*handle); /* a driver call: before the lock */
-    pthread_mutex_lock(&cs__vmm_mu);
+    a->unsized = false;
+    a->bytes = bytes;
+    int j = cs__ledger_share_make(cs__ledger(), a->fd_key, a->dev, CS_MEM_VMM, bytes, false);
+    if (j >= 0 && cs__ledger_share_adopt(cs__ledger(), j)) {
+        cs__ledger_share_leave(cs__ledger(), j);
+        j = -1;
+    }
+    if (j < 0) {
+        cs_warn_capped(4, SUBSYS, "cannot charge %llu bytes of imported memory that only its "
+                       "descriptor kept alive", (unsigned long long)bytes);
+        return;
+    }
+    a->share = j;
+    cs_info(SUBSYS, "device %d: %llu bytes imported from a descriptor no process holds any "
+            "more: charged to this tenant", a->dev, (unsigned long long)bytes);
+    payer_publish(a, a->fd_key);
+}
+
+static struct vmm_alloc *alloc_with_fd_key(uint64_t key)
+{
+    for (struct vmm_alloc *a = cs__vmm_allocs; a; a = a->next)
+        if (a->fd_key == key)
+            return a;
+    return NULL;
+}
+
+/* Our record of an import (ours, our tenant's, another tenant's share) or
+ * NULL (not charged here). cs__vmm_mu held. */
+static struct vmm_alloc *import_record(uint64_t key, int local_dev)
+{
     /* Imported here before (or exported from here): the same allocation. */
     struct vmm_alloc *a = cs__vmm_alloc_of_share(cs__vmm_held_share_with_key(key));
     if (!a) {
@@ -368,10 +387,55 @@ CUresult CUDAAPI cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *ha
         uint64_t bytes = 0;
         int j = cs__ledger_share_join(cs__ledger(), key, &dev, &bytes);
         a = import_alloc(key, j, dev, bytes, CS_MEM_VMM, local_dev);
-        if (!a)
-            cs_info(SUBSYS, "import of memory no process of this tenant or user shares: not "
-                    "charged here (docs/accounting.md, \"Across tenants\")");
     }
+    return a;
+}
+
+/* A POSIX-fd import: found says what vmm_fdid.c learned of fd's
+ * description (0: key). cs__vmm_mu held. */
+static struct vmm_alloc *import_fd(int fd, int found, uint64_t key, int local_dev)
+{
+    struct vmm_alloc *a = NULL;
+    if (found == 0 && !(a = alloc_with_fd_key(key)) && (a = import_record(key, local_dev)))
+        a->fd_key = key;
+    if (!a && found != -EPERM && local_dev >= 0 && local_dev < CS_MAX_DEVICES) {
+        /* Nobody holds it: only the fd kept it (the driver counts an open
+         * description as a reference), or its last holder let go while we
+         * matched (no share, no payer file of our uid is left). From now
+         * on we hold it. */
+        a = cs__vmm_alloc_new(local_dev, 0, -1, false);
+        if (a) {
+            a->unsized = true;
+            a->fd_key = found == 0 ? key : cs__vmm_fdid_new_key();
+        }
+    } else if (!a) {
+        cs_info(SUBSYS, "import of memory another user's process may hold: not charged here "
+                "(docs/accounting.md, \"Across tenants\")");
+    }
+    if (a && !cs__vmm_fdid_hold(a, fd))
+        cs_warn_capped(4, SUBSYS, "cannot publish the identity of an imported descriptor; "
+                       "another process importing it will be charged for it as new memory");
+    return a;
+}
+
+CUresult CUDAAPI cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle,
+                                                CUmemAllocationHandleType shHandleType)
+{
+    CS_ENTER(cuMemImportFromShareableHandle);
+    bool posix = shHandleType == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    int fd = (int)(intptr_t)osHandle;
+    uint64_t key = posix ? 0 : fabric_key(osHandle, shHandleType);
+    int found = posix ? cs__vmm_fdid_find(fd, &key) : 0;
+    CUresult r = cs_real.cuMemImportFromShareableHandle(handle, osHandle, shHandleType);
+    if (r != CUDA_SUCCESS || !handle || (!posix && !key))
+        return r;
+    int local_dev = handle_device(*handle); /* a driver call: before the lock */
+    pthread_mutex_lock(&cs__vmm_mu);
+    struct vmm_alloc *a = posix ? import_fd(fd, found, key, local_dev)
+                                : import_record(key, local_dev);
+    if (!a && !posix)
+        cs_info(SUBSYS, "import of memory no process of this tenant or user shares: not "
+                "charged here (docs/accounting.md, \"Across tenants\")");
     if (a && !cs__vmm_handle_add(*handle, a))
         cs_warn_capped(8, SUBSYS, "out of host memory for a handle record");
     pthread_mutex_unlock(&cs__vmm_mu);
