@@ -8,12 +8,15 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -178,6 +181,95 @@ static void sub64(uint64_t *p, uint64_t v)
         __atomic_fetch_sub(p, v, __ATOMIC_ACQ_REL);
 }
 
+/* ---- the control file: every exported fd is an open of it ---------------
+ * As the real driver's exports are each a new open of /dev/nvidiactl (one
+ * inode for every export of every allocation), ours are each a new open
+ * file description of one file per state (FAKECUDA_STATE + ".ctl"; a
+ * memfd of the process without it). Which export a description names is
+ * its file offset (SCM_RIGHTS carries it: one description), a trick of the
+ * fake that the library must not use. Each description holds an OFD read
+ * lock on byte `slot` of the file, which the kernel drops when the last fd
+ * of it closes: an exported fd keeps the memory alive, as on the driver. */
+
+static int g_ctl_anon = -1; /* the memfd without FAKECUDA_STATE */
+static int g_ctl_probe = -1; /* our description that never locks: asks */
+static pthread_mutex_t g_ctl_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static int ctl_open_new(void)
+{
+    const char *state = getenv("FAKECUDA_STATE");
+    char path[4200];
+    if (state && *state) {
+        snprintf(path, sizeof path, "%s.ctl", state);
+        return open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    }
+    pthread_mutex_lock(&g_ctl_mu);
+    if (g_ctl_anon < 0)
+        g_ctl_anon = memfd_create("fakecuda-nvidiactl", MFD_CLOEXEC);
+    int anon = g_ctl_anon;
+    pthread_mutex_unlock(&g_ctl_mu);
+    if (anon < 0)
+        return -1;
+    snprintf(path, sizeof path, "/proc/self/fd/%d", anon);
+    return open(path, O_RDWR | O_CLOEXEC); /* a new description of the memfd */
+}
+
+static int ctl_probe(void)
+{
+    pthread_mutex_lock(&g_ctl_mu);
+    int fd = g_ctl_probe;
+    pthread_mutex_unlock(&g_ctl_mu);
+    if (fd >= 0)
+        return fd;
+    fd = ctl_open_new();
+    pthread_mutex_lock(&g_ctl_mu);
+    if (g_ctl_probe < 0)
+        g_ctl_probe = fd;
+    else if (fd >= 0)
+        close(fd);
+    fd = g_ctl_probe;
+    pthread_mutex_unlock(&g_ctl_mu);
+    return fd;
+}
+
+int fc_ctl_export(int slot, uint64_t gen)
+{
+    int fd = ctl_open_new();
+    struct flock fl = {.l_type = F_RDLCK, .l_whence = SEEK_SET, .l_start = slot, .l_len = 1};
+    if (fd < 0 || lseek(fd, (off_t)(gen << FC_CTL_SLOT_BITS | (uint64_t)slot), SEEK_SET) < 0 ||
+        fcntl(fd, F_OFD_SETLK, &fl)) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+int fc_ctl_which(int fd, int *slot, uint64_t *gen)
+{
+    struct stat a, b;
+    int probe = ctl_probe();
+    if (fd < 0 || probe < 0 || fstat(fd, &a) || fstat(probe, &b) || a.st_dev != b.st_dev ||
+        a.st_ino != b.st_ino)
+        return -1;
+    off_t off = lseek(fd, 0, SEEK_CUR);
+    if (off < 0)
+        return -1;
+    *slot = (int)((uint64_t)off & ((1u << FC_CTL_SLOT_BITS) - 1));
+    *gen = (uint64_t)off >> FC_CTL_SLOT_BITS;
+    return 0;
+}
+
+/* Whether some description exported for slot is still open anywhere. */
+static int ctl_slot_open(int slot)
+{
+    int probe = ctl_probe();
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = slot, .l_len = 1};
+    if (probe < 0 || fcntl(probe, F_OFD_GETLK, &fl))
+        return 0;
+    return fl.l_type != F_UNLCK;
+}
+
 /* ---- reference counting of shared physical memory ------------------------
  * As the driver does: memory exported (VMM shareable handle, legacy IPC)
  * stays on the device until the last reference in any process goes. While
@@ -203,7 +295,7 @@ static void export_free_locked(struct fakecuda_export *e)
  * imports remain (returns 1; p's charge drops without the device's). */
 static int export_owner_gone_locked(struct fakecuda_export *e, struct fakecuda_proc *p)
 {
-    if (!e->importers) {
+    if (!e->importers && !ctl_slot_open((int)(e - fc_S->exports))) {
         export_free_locked(e);
         return 0;
     }
@@ -221,7 +313,7 @@ static void export_unhold_locked(struct fakecuda_export *e, int proc_idx, int n)
         n = e->holds[proc_idx];
     e->holds[proc_idx] -= n;
     e->importers = e->importers > (uint64_t)n ? e->importers - (uint64_t)n : 0;
-    if (!e->importers && !e->pid)
+    if (!e->importers && !e->pid && !ctl_slot_open((int)(e - fc_S->exports)))
         export_free_locked(e);
 }
 
@@ -268,6 +360,12 @@ static void reap_locked(int self)
         struct fakecuda_proc *p = &fc_S->proc[i];
         if (p->pid && p->pid != self && !fc_pid_alive(p->pid))
             proc_drop_locked(p);
+    }
+    /* Memory only exported fds kept: freed once the last one closed. */
+    for (int i = 0; i < FAKECUDA_MAX_EXPORTS; i++) {
+        struct fakecuda_export *e = &fc_S->exports[i];
+        if (e->kind == FAKECUDA_EXPORT_VMM && !e->pid && !e->importers && !ctl_slot_open(i))
+            export_free_locked(e);
     }
 }
 

@@ -89,6 +89,12 @@ int fc_export_new(int kind, int dev, uint64_t size, uint64_t ptr, uint64_t *gen)
 int fc_export_owner_gone(int slot, uint64_t gen);
 /* Validates a slot/generation; fills kind/pid/dev/size. 0 or -1. */
 int fc_export_get(int slot, uint64_t gen, struct fakecuda_export *out);
+/* Exported fds (fake_common.c, "the control file"): export gives a new
+ * open description of the one control file naming (slot, gen), -1 on
+ * failure; which reads them back from an fd, -1 if it is not one. */
+#define FC_CTL_SLOT_BITS 12
+int fc_ctl_export(int slot, uint64_t gen);
+int fc_ctl_which(int fd, int *slot, uint64_t *gen);
 void fc_export_importers(int slot, uint64_t gen, int delta);
 
 /* GPU timeline of one physical device: schedules `dur` ns of work that may

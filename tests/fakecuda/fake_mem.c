@@ -1565,14 +1565,6 @@ FC_EXPORT CUresult CUDAAPI cuMemSetAccess(CUdeviceptr ptr, size_t size, const CU
     return r;
 }
 
-/* Content of the fd given for a POSIX-fd shareable handle. */
-struct fc_fdrec {
-    uint32_t magic;
-    int32_t slot;
-    uint64_t gen;
-};
-#define FC_FDREC_MAGIC 0x4d564346u /* "FCVM" */
-
 FC_EXPORT CUresult CUDAAPI cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocationHandle handle,
                                                         CUmemAllocationHandleType handleType,
                                                         unsigned long long flags)
@@ -1595,15 +1587,11 @@ FC_EXPORT CUresult CUDAAPI cuMemExportToShareableHandle(void *shareableHandle, C
             r = CUDA_ERROR_OUT_OF_MEMORY;
     }
     if (r == CUDA_SUCCESS) {
-        int fd = memfd_create("fakecuda-vmm", MFD_CLOEXEC);
-        struct fc_fdrec rec = {FC_FDREC_MAGIC, h->slot, h->gen};
-        if (fd < 0 || pwrite(fd, &rec, sizeof(rec), 0) != (ssize_t)sizeof(rec)) {
-            if (fd >= 0)
-                close(fd);
+        int fd = fc_ctl_export(h->slot, h->gen); /* each export a new description */
+        if (fd < 0)
             r = CUDA_ERROR_OPERATING_SYSTEM;
-        } else {
+        else
             *(int *)shareableHandle = fd;
-        }
     }
     fc_unlock();
     return r;
@@ -1617,9 +1605,11 @@ FC_EXPORT CUresult CUDAAPI cuMemImportFromShareableHandle(CUmemGenericAllocation
         return CUDA_ERROR_INVALID_VALUE;
     if (shHandleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
         return CUDA_ERROR_NOT_SUPPORTED;
-    int fd = (int)(intptr_t)osHandle;
-    struct fc_fdrec rec;
-    if (fd < 0 || pread(fd, &rec, sizeof(rec), 0) != (ssize_t)sizeof(rec) || rec.magic != FC_FDREC_MAGIC)
+    struct {
+        int slot;
+        uint64_t gen;
+    } rec;
+    if (fc_ctl_which((int)(intptr_t)osHandle, &rec.slot, &rec.gen))
         return CUDA_ERROR_INVALID_VALUE;
     struct fakecuda_export e;
     if (fc_export_get(rec.slot, rec.gen, &e) || e.kind != FAKECUDA_EXPORT_VMM)

@@ -11,6 +11,8 @@
  */
 #include "share_worker.h"
 
+#include <sys/stat.h>
+
 static struct cs_ledger_header *L;
 static struct fakecuda_state *S;
 static struct nvml_api N;
@@ -85,7 +87,10 @@ static void in_process(void)
  * steps in order; `who` says which process acts. With kill_at = k, the
  * process acting at step k is SIGKILLed instead, and the survivor goes on
  * with its own steps. Expected holdings follow the driver: memory lives
- * while either process holds a handle or a mapping of it. */
+ * while either process holds a handle or a mapping of it, or while the
+ * exported fd is open anywhere (an fd is a reference): this process closes
+ * its copy after the last import, while the creator still holds the
+ * memory (fd_late below covers memory only an fd keeps). */
 struct step {
     char who;  /* 'a' or 'b' */
     char op;
@@ -111,6 +116,10 @@ static bool holds(const struct refs *r)
 
 static void vmm_share(int kill_at)
 {
+    int last_import = 0;
+    for (int k = 0; k < NSTEPS; k++)
+        if (VMM_STEPS[k].op == SW_IMPORT)
+            last_import = k;
     struct sw_proc p[2] = {sw_start(), sw_start()};
     struct refs r[2] = {{.alive = true}, {.alive = true}};
     bool exists = false;
@@ -119,6 +128,10 @@ static void vmm_share(int kill_at)
     for (int k = 0; k < NSTEPS; k++) {
         int w = VMM_STEPS[k].who == 'a' ? 0 : 1;
         char op = VMM_STEPS[k].op;
+        if (k > last_import && fd >= 0) {
+            close(fd);
+            fd = -1;
+        }
         if (!r[w].alive)
             continue;
         snprintf(label, sizeof label, "kill at %d, step %d (%c %c)", kill_at, k,
@@ -160,6 +173,86 @@ static void vmm_share(int kill_at)
         if (r[w].alive)
             sw_exit(&p[w]);
     same("all gone", 0);
+}
+
+/* The driver's exported fds are all opens of one file (/dev/nvidiactl on
+ * the H200; the fake's control file): two allocations exported have the
+ * same inode and must still be told apart. a exports 16 and 8 MiB; b
+ * imports the 8, c the 16 (whichever of the two a matcher finds first by
+ * inode, one importer gets the wrong one); each must stay charged exactly
+ * while held. */
+static void told_apart(void)
+{
+    struct sw_proc a = sw_start(), b = sw_start(), c = sw_start();
+    int fx = -1, fy = -1;
+    OK(sw_do(&a, SW_CREATE, 0, 16, -1, NULL, NULL));
+    OK(sw_do(&a, SW_CREATE, 1, 8, -1, NULL, NULL));
+    OK(sw_do(&a, SW_EXPORT, 0, 0, -1, NULL, &fx));
+    OK(sw_do(&a, SW_EXPORT, 1, 0, -1, NULL, &fy));
+    struct stat sx, sy;
+    CHECK_EQ(fstat(fx, &sx), 0);
+    CHECK_EQ(fstat(fy, &sy), 0);
+    if (sx.st_dev != sy.st_dev || sx.st_ino != sy.st_ino) {
+        fprintf(stderr, "the fake's exported fds of two allocations differ in inode: it no "
+                "longer behaves like the driver\n");
+        exit(1);
+    }
+    OK(sw_do(&b, SW_IMPORT, 1, 8, fy, NULL, NULL));
+    OK(sw_do(&b, SW_MAP, 1, 0, -1, NULL, NULL));
+    OK(sw_do(&c, SW_IMPORT, 0, 16, fx, NULL, NULL));
+    close(fx); /* an fd is a reference: ours go before the counting starts */
+    close(fy);
+    same("two exports of one inode, each imported by another process", 24);
+    OK(sw_do(&a, SW_RELEASE, 1, 0, -1, NULL, NULL));
+    same("the creator let go of the 8 MiB", 24);
+    sw_exit(&a);
+    same("the creator exited: both stay with their importers", 24);
+    sw_exit(&c);
+    same("the 16 MiB importer exited", 8);
+    OK(sw_do(&b, SW_UNMAP, 1, 0, -1, NULL, NULL));
+    OK(sw_do(&b, SW_RELEASE, 1, 0, -1, NULL, NULL));
+    same("the 8 MiB importer let go", 0);
+    sw_exit(&b);
+}
+
+/* An exported fd is a reference (the H200's driver): the creator lets go
+ * of everything and exits while the fd is in flight (here: held by this
+ * process, which no library counts). Nobody holds it then, so nobody is
+ * charged; the importer is, from its first mapping (which says the size)
+ * until it lets go. */
+static void fd_late(void)
+{
+    struct sw_proc a = sw_start(), b = sw_start();
+    int fd = -1;
+    OK(sw_do(&a, SW_CREATE, 0, 16, -1, NULL, NULL));
+    OK(sw_do(&a, SW_EXPORT, 0, 0, -1, NULL, &fd));
+    OK(sw_do(&a, SW_RELEASE, 0, 0, -1, NULL, NULL));
+    sw_exit(&a);
+    size_t f, t;
+    CHECK_EQ(cuMemGetInfo_v2(&f, &t), CUDA_SUCCESS); /* settles */
+    CHECK_EQ(fakecuda_load(&S->dev[0].used), 16 * MiB); /* the fd keeps it */
+    CHECK_EQ(ledger_used(L, 0), 0);
+    OK(sw_do(&b, SW_IMPORT, 1, 16, fd, NULL, NULL));
+    OK(sw_do(&b, SW_IMPORT, 2, 16, fd, NULL, NULL)); /* again: the same allocation */
+    close(fd);
+    OK(sw_do(&b, SW_MAP, 1, 0, -1, NULL, NULL));
+    same("imported after the creator left, mapped", 16);
+    OK(sw_do(&b, SW_RELEASE, 1, 0, -1, NULL, NULL));
+    OK(sw_do(&b, SW_RELEASE, 2, 0, -1, NULL, NULL));
+    same("handles released, still mapped", 16);
+    OK(sw_do(&b, SW_UNMAP, 1, 0, -1, NULL, NULL));
+    same("late importer let go", 0);
+    /* Again, and the importer dies holding it. */
+    struct sw_proc c = sw_start();
+    OK(sw_do(&c, SW_CREATE, 0, 8, -1, NULL, NULL));
+    OK(sw_do(&c, SW_EXPORT, 0, 0, -1, NULL, &fd));
+    sw_exit(&c);
+    OK(sw_do(&b, SW_IMPORT, 3, 8, fd, NULL, NULL));
+    close(fd);
+    OK(sw_do(&b, SW_MAP, 3, 0, -1, NULL, NULL));
+    same("a second late import", 8);
+    sw_kill(&b);
+    same("the late importer killed", 0);
 }
 
 /* Legacy IPC: a's cuMemAlloc opened twice by b (one pointer, counted). */
@@ -356,6 +449,12 @@ int main(int argc, char **argv)
         vmm_share(k);
     printf("VMM share over SCM_RIGHTS: ledger = device after each of %d steps, with no kill "
            "and with a SIGKILL at each\n", NSTEPS);
+    told_apart();
+    printf("two allocations exported as fds of one inode: told apart (by open file "
+           "description)\n");
+    fd_late();
+    printf("an fd whose creator let go and exited: charged to its importer while it holds "
+           "it\n");
     for (int k = -1; k < NIPC; k++)
         ipc_share(k);
     printf("legacy IPC: ledger = device after each of %d steps, with no kill and with a "

@@ -166,10 +166,10 @@ static int recv_fd(int s)
     return fd;
 }
 
-/* What identifies an exported descriptor: cushare keys shares by the
- * (device, inode) of the fd (src/mem/vmm.c). Prints both for a second
- * export of the same allocation and for another allocation, so a run on
- * the real driver shows whether that key is unique per allocation. */
+/* The (device, inode) of exported descriptors, for a second export of the
+ * same allocation and for another allocation. The H200 (driver 580) said:
+ * one inode (/dev/nvidiactl) for all, so cushare keys the open file
+ * description instead (src/mem/vmm_fdid.c); printed to keep watching. */
 static void fd_identity(const char *W, CUmemGenericAllocationHandle h, int fd,
                         const CUmemAllocationProp *p, size_t gran)
 {
@@ -191,7 +191,7 @@ static void fd_identity(const char *W, CUmemGenericAllocationHandle h, int fd,
                (unsigned long long)b.st_dev, (unsigned long long)b.st_ino,
                a.st_ino == b.st_ino ? "same" : "differs",
                (unsigned long long)c.st_dev, (unsigned long long)c.st_ino,
-               a.st_ino == c.st_ino && a.st_dev == c.st_dev ? "SAME: keys collide" : "differs");
+               a.st_ino == c.st_ino && a.st_dev == c.st_dev ? "same: the inode names nothing" : "differs");
     close(fd2);
     close(fd3);
     CU(W, cuMemRelease(other));
@@ -276,7 +276,7 @@ static int importer(const char *path, size_t size, int hold)
     if (r != CUDA_SUCCESS)
         return 3; /* (late mode on a driver where the fd is no reference) */
     CUdeviceptr va = map_handle(W, h, size);
-    if (write(s, "m", 1) != 1)
+    if (send(s, "m", 1, MSG_NOSIGNAL) != 1) /* (late: the creator is gone: no SIGPIPE) */
         printf("IMPORTER note: the creator had gone already\n");
     char eof;
     while (read(s, &eof, 1) > 0) { /* EOF: the creator has exited */
