@@ -33,6 +33,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/io.h"
 #include "core/log.h"
 #include "core/path.h"
 
@@ -105,24 +106,6 @@ static bool header_ok(const struct cs_board_header *h, uint32_t uid)
     struct cs_board_header want;
     init_header(&want, uid);
     return !memcmp(h, &want, offsetof(struct cs_board_header, reserved));
-}
-
-static bool full_pread(int fd, void *buf, size_t len, off_t off)
-{
-    ssize_t n;
-    do
-        n = pread(fd, buf, len, off);
-    while (n < 0 && errno == EINTR);
-    return n == (ssize_t)len;
-}
-
-static bool full_pwrite(int fd, const void *buf, size_t len, off_t off)
-{
-    ssize_t n;
-    do
-        n = pwrite(fd, buf, len, off);
-    while (n < 0 && errno == EINTR);
-    return n == (ssize_t)len;
 }
 
 static off_t entry_offset(unsigned i)
@@ -202,14 +185,14 @@ static bool repair_own(struct cs_board *b)
         return false;
     if ((st.st_mode & 07777) != 0644)
         fchmod(b->fd, 0644);
-    bool whole = st.st_size == CS_BOARD_SIZE && full_pread(b->fd, &h, sizeof h, 0) &&
+    bool whole = st.st_size == CS_BOARD_SIZE && cs__pread_full(b->fd, &h, sizeof h, 0) &&
                  header_ok(&h, b->uid);
     if (whole)
         return true;
     init_header(&h, b->uid);
     b->nmine = 0;
     return !ftruncate(b->fd, 0) && !ftruncate(b->fd, CS_BOARD_SIZE) &&
-           full_pwrite(b->fd, &h, sizeof h, 0);
+           cs__pwrite_full(b->fd, &h, sizeof h, 0);
 }
 
 /* The file at our name must be a regular file we own. Another user's file
@@ -361,10 +344,10 @@ static int find_or_claim(struct cs_board *b, int k, const struct cs_board_post *
 {
     int i = b->mine[k];
     struct cs_board_entry e;
-    if (i >= 0 && full_pread(b->fd, &e, sizeof e, entry_offset((unsigned)i)) &&
+    if (i >= 0 && cs__pread_full(b->fd, &e, sizeof e, entry_offset((unsigned)i)) &&
         entry_is(&e, p->tenant, p->uuid))
         return i;
-    if (!full_pread(b->fd, b->file, sizeof b->file, entry_offset(0)))
+    if (!cs__pread_full(b->fd, b->file, sizeof b->file, entry_offset(0)))
         return -1;
     int spare = -1;
     for (unsigned j = 0; j < CS_BOARD_ENTRIES; j++) {
@@ -421,7 +404,7 @@ void cs__board_post(struct cs_board *b, const struct cs_board_post *p, int64_t n
     if (i >= 0) {
         struct cs_board_entry e;
         fill_entry(&e, p, now);
-        full_pwrite(b->fd, &e, sizeof e, entry_offset((unsigned)i));
+        cs__pwrite_full(b->fd, &e, sizeof e, entry_offset((unsigned)i));
     }
     take_lock(b->fd, F_UNLCK);
     if (k >= 0 && i < 0)
@@ -494,8 +477,8 @@ static bool read_user(struct cs_board *b, uint32_t uid)
     struct cs_board_header h;
     bool ok = !fstat(fd, &st) && S_ISREG(st.st_mode) && st.st_uid == uid &&
               !(st.st_mode & 022) && st.st_size == CS_BOARD_SIZE &&
-              full_pread(fd, &h, sizeof h, 0) && header_ok(&h, uid) &&
-              full_pread(fd, b->file, sizeof b->file, entry_offset(0));
+              cs__pread_full(fd, &h, sizeof h, 0) && header_ok(&h, uid) &&
+              cs__pread_full(fd, b->file, sizeof b->file, entry_offset(0));
     close(fd);
     return ok;
 }
