@@ -130,18 +130,18 @@ static void dir_unusable(const char *dir, int e)
         cs_info(SUBSYS, "no node board in %s (%s): " FALLBACK, dir, strerror(e));
 }
 
-/* The broker's checks for a directory every user writes: ours or root's,
- * and sticky when others may write it. */
+/* cs__node_dir_trust, with a warning that names the fix. */
 static bool dir_trusted(const char *dir, const struct stat *st)
 {
-    if (st->st_uid != 0 && st->st_uid != geteuid()) {
+    int why = cs__node_dir_trust(st);
+    if (why == -EPERM) {
         refuse("directory %s is owned by uid %u, neither root nor us: refused (its owner "
                "could remove or replace any board file); make it root's with mode 1777, as "
                "HAMi's /tmp/vgpulock, or point CUSHARE_BOARD elsewhere", dir,
                (unsigned)st->st_uid);
         return false;
     }
-    if ((st->st_mode & 022) && !(st->st_mode & S_ISVTX)) {
+    if (why == -EACCES) {
         refuse("directory %s is writable by others without the sticky bit (mode %04o): "
                "refused (anyone could replace a board file); chmod +t it or point "
                "CUSHARE_BOARD elsewhere", dir, (unsigned)(st->st_mode & 07777));

@@ -32,6 +32,7 @@
 
 #include "core/io.h"
 #include "core/log.h"
+#include "core/path.h"
 #include "node/internal.h"
 
 #define SUBSYS "node"
@@ -97,19 +98,12 @@ static bool lock_byte(int fd, short type, uint64_t byte, bool wait)
 
 int cs__node_open_dir(const char *dir, bool create)
 {
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0 && errno == ENOENT && create) {
-        bool made = mkdir(dir, 0700) == 0;
-        fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        struct stat st;
-        if (fd >= 0 && made && !fstat(fd, &st) && st.st_uid == geteuid())
-            fchmod(fd, CS_NODE_DIR_MODE);
-    }
+    int fd = create ? cs__node_dir_open(dir)
+                    : open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0)
-        return -errno;
+        return create ? fd : -errno;
     struct stat st;
-    if (fstat(fd, &st) || (st.st_uid != 0 && st.st_uid != geteuid()) ||
-        ((st.st_mode & 022) && !(st.st_mode & S_ISVTX))) {
+    if (fstat(fd, &st) || cs__node_dir_trust(&st)) {
         close(fd);
         return -EPERM;
     }
