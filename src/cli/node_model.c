@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "core/io.h"
 #include "core/uuid.h"
 #include "nvml/nvml.h"
 
@@ -219,7 +220,7 @@ static bool read_slots(struct cs_node_model *m, struct cs_node_tenant *t,
     const int fd = t->where.fd;
     t->nproc = 0;
     if (!t->have_key || memcmp(key, t->key, sizeof key)) {
-        if (!cs_node_pread(fd, m->slot_buf, SLOTS_BYTES, CS_LEDGER_HEADER_SIZE))
+        if (!cs__pread_full(fd, m->slot_buf, SLOTS_BYTES, CS_LEDGER_HEADER_SIZE))
             return false;
         t->nlive_idx = 0;
         for (int i = 0; i < CS_LEDGER_SLOTS; i++) {
@@ -238,7 +239,7 @@ static bool read_slots(struct cs_node_model *m, struct cs_node_tenant *t,
     for (int k = 0; k < t->nlive_idx; k++) {
         int i = t->live_idx[k];
         off_t off = (off_t)CS_LEDGER_HEADER_SIZE + (off_t)i * (off_t)sizeof s;
-        if (!cs_node_pread(fd, &s, sizeof s, off))
+        if (!cs__pread_full(fd, &s, sizeof s, off))
             return false;
         if (s.state == CS_SLOT_LIVE)
             push_proc(t, &s, i);
@@ -434,7 +435,7 @@ static bool read_tenant(struct cs_node_model *m, struct cs_node_tenant *t, int64
     struct stat st;
     if (t->where.fd < 0 || fstat(t->where.fd, &st) ||
         (uint64_t)st.st_size < CS_LEDGER_FILE_SIZE ||
-        !cs_node_pread(t->where.fd, &h, sizeof h, 0) || !header_valid(&h))
+        !cs__pread_full(t->where.fd, &h, sizeof h, 0) || !header_valid(&h))
         return false;
     /* Last frame's processes, all of them: one missing would count its
      * whole counter again as new. */

@@ -45,3 +45,12 @@ int cs__node_dir_open(const char *dir)
         fchmod(fd, 01777);
     return fd;
 }
+
+int cs__node_dir_trust(const struct stat *st)
+{
+    if (st->st_uid != 0 && st->st_uid != geteuid())
+        return -EPERM;
+    if ((st->st_mode & 022) && !(st->st_mode & S_ISVTX))
+        return -EACCES;
+    return 0;
+}

@@ -2,6 +2,7 @@
 #define CS_CORE_PATH_H
 
 #include <stddef.h>
+#include <sys/stat.h>
 
 /* The node-wide directory HAMi's device plugin mounts into every container
  * (world-writable and sticky, like /tmp): the node board and the broker's
@@ -20,5 +21,11 @@ void cs__path_dir(const char *path, char *dir, size_t dirsz, const char **base);
  * set on the descriptor, never left to the umask). A symlink is -ELOOP.
  * Returns an O_DIRECTORY descriptor or -errno. */
 int cs__node_dir_open(const char *dir);
+
+/* Whether a directory every user writes may hold our shared files: owned
+ * by root or by us (its owner could remove or replace any file in it) and,
+ * when others may write it, sticky (else anyone could). 0 when trusted,
+ * -EPERM for the owner, -EACCES for the missing sticky bit. */
+int cs__node_dir_trust(const struct stat *st);
 
 #endif

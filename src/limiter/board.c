@@ -33,6 +33,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/io.h"
 #include "core/log.h"
 #include "core/path.h"
 
@@ -107,24 +108,6 @@ static bool header_ok(const struct cs_board_header *h, uint32_t uid)
     return !memcmp(h, &want, offsetof(struct cs_board_header, reserved));
 }
 
-static bool full_pread(int fd, void *buf, size_t len, off_t off)
-{
-    ssize_t n;
-    do
-        n = pread(fd, buf, len, off);
-    while (n < 0 && errno == EINTR);
-    return n == (ssize_t)len;
-}
-
-static bool full_pwrite(int fd, const void *buf, size_t len, off_t off)
-{
-    ssize_t n;
-    do
-        n = pwrite(fd, buf, len, off);
-    while (n < 0 && errno == EINTR);
-    return n == (ssize_t)len;
-}
-
 static off_t entry_offset(unsigned i)
 {
     return (off_t)(sizeof(struct cs_board_header) + (size_t)i * sizeof(struct cs_board_entry));
@@ -147,18 +130,18 @@ static void dir_unusable(const char *dir, int e)
         cs_info(SUBSYS, "no node board in %s (%s): " FALLBACK, dir, strerror(e));
 }
 
-/* The broker's checks for a directory every user writes: ours or root's,
- * and sticky when others may write it. */
+/* cs__node_dir_trust, with a warning that names the fix. */
 static bool dir_trusted(const char *dir, const struct stat *st)
 {
-    if (st->st_uid != 0 && st->st_uid != geteuid()) {
+    int why = cs__node_dir_trust(st);
+    if (why == -EPERM) {
         refuse("directory %s is owned by uid %u, neither root nor us: refused (its owner "
                "could remove or replace any board file); make it root's with mode 1777, as "
                "HAMi's /tmp/vgpulock, or point CUSHARE_BOARD elsewhere", dir,
                (unsigned)st->st_uid);
         return false;
     }
-    if ((st->st_mode & 022) && !(st->st_mode & S_ISVTX)) {
+    if (why == -EACCES) {
         refuse("directory %s is writable by others without the sticky bit (mode %04o): "
                "refused (anyone could replace a board file); chmod +t it or point "
                "CUSHARE_BOARD elsewhere", dir, (unsigned)(st->st_mode & 07777));
@@ -202,14 +185,14 @@ static bool repair_own(struct cs_board *b)
         return false;
     if ((st.st_mode & 07777) != 0644)
         fchmod(b->fd, 0644);
-    bool whole = st.st_size == CS_BOARD_SIZE && full_pread(b->fd, &h, sizeof h, 0) &&
+    bool whole = st.st_size == CS_BOARD_SIZE && cs__pread_full(b->fd, &h, sizeof h, 0) &&
                  header_ok(&h, b->uid);
     if (whole)
         return true;
     init_header(&h, b->uid);
     b->nmine = 0;
     return !ftruncate(b->fd, 0) && !ftruncate(b->fd, CS_BOARD_SIZE) &&
-           full_pwrite(b->fd, &h, sizeof h, 0);
+           cs__pwrite_full(b->fd, &h, sizeof h, 0);
 }
 
 /* The file at our name must be a regular file we own. Another user's file
@@ -361,10 +344,10 @@ static int find_or_claim(struct cs_board *b, int k, const struct cs_board_post *
 {
     int i = b->mine[k];
     struct cs_board_entry e;
-    if (i >= 0 && full_pread(b->fd, &e, sizeof e, entry_offset((unsigned)i)) &&
+    if (i >= 0 && cs__pread_full(b->fd, &e, sizeof e, entry_offset((unsigned)i)) &&
         entry_is(&e, p->tenant, p->uuid))
         return i;
-    if (!full_pread(b->fd, b->file, sizeof b->file, entry_offset(0)))
+    if (!cs__pread_full(b->fd, b->file, sizeof b->file, entry_offset(0)))
         return -1;
     int spare = -1;
     for (unsigned j = 0; j < CS_BOARD_ENTRIES; j++) {
@@ -421,7 +404,7 @@ void cs__board_post(struct cs_board *b, const struct cs_board_post *p, int64_t n
     if (i >= 0) {
         struct cs_board_entry e;
         fill_entry(&e, p, now);
-        full_pwrite(b->fd, &e, sizeof e, entry_offset((unsigned)i));
+        cs__pwrite_full(b->fd, &e, sizeof e, entry_offset((unsigned)i));
     }
     take_lock(b->fd, F_UNLCK);
     if (k >= 0 && i < 0)
@@ -494,8 +477,8 @@ static bool read_user(struct cs_board *b, uint32_t uid)
     struct cs_board_header h;
     bool ok = !fstat(fd, &st) && S_ISREG(st.st_mode) && st.st_uid == uid &&
               !(st.st_mode & 022) && st.st_size == CS_BOARD_SIZE &&
-              full_pread(fd, &h, sizeof h, 0) && header_ok(&h, uid) &&
-              full_pread(fd, b->file, sizeof b->file, entry_offset(0));
+              cs__pread_full(fd, &h, sizeof h, 0) && header_ok(&h, uid) &&
+              cs__pread_full(fd, b->file, sizeof b->file, entry_offset(0));
     close(fd);
     return ok;
 }

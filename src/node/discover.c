@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/io.h"
 #include "cushare/ledger.h"
 #include "node/internal.h"
 
@@ -46,7 +47,7 @@ static bool is_ledger(int fd, struct stat *st)
     char magic[8];
     return !fstat(fd, st) && S_ISREG(st->st_mode) &&
            (uint64_t)st->st_size >= CS_LEDGER_FILE_SIZE &&
-           cs_node_pread(fd, magic, sizeof magic, 0) && !memcmp(magic, CS_LEDGER_MAGIC, 8);
+           cs__pread_full(fd, magic, sizeof magic, 0) && !memcmp(magic, CS_LEDGER_MAGIC, 8);
 }
 
 /* Takes ownership of fd: listed, or closed. */
@@ -114,8 +115,8 @@ static void read_registry_file(struct found_list *l, int dirfd, const char *name
     struct cs_reg_header h;
     bool ok = !fstat(fd, &st) && S_ISREG(st.st_mode) && st.st_uid == uid &&
               !(st.st_mode & 022) && st.st_size == CS_REG_SIZE &&
-              cs_node_pread(fd, &h, sizeof h, 0) && cs__reg_header_ok(&h, uid) &&
-              cs_node_pread(fd, recs, CS_REG_RECORDS * sizeof *recs, cs__reg_offset(0));
+              cs__pread_full(fd, &h, sizeof h, 0) && cs__reg_header_ok(&h, uid) &&
+              cs__pread_full(fd, recs, CS_REG_RECORDS * sizeof *recs, cs__reg_offset(0));
     for (unsigned i = 0; ok && i < CS_REG_RECORDS; i++)
         if (cs__reg_record_intact(&recs[i]) && cs_node_lock_held(fd, CS_REG_LOCK_BASE + i))
             offer_record(l, &recs[i], (uid_t)uid);

@@ -114,7 +114,5 @@ bool cs_node_ledger_live(int fd);
  * (true when it cannot tell: nobody is called dead on a guess). */
 bool cs_node_lock_held(int fd, uint64_t byte);
 
-/* pread of exactly len bytes (EINTR retried); false on a short read. */
-bool cs_node_pread(int fd, void *buf, size_t len, off_t off);
 
 #endif

@@ -30,7 +30,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/io.h"
 #include "core/log.h"
+#include "core/path.h"
 #include "node/internal.h"
 
 #define SUBSYS "node"
@@ -75,24 +77,6 @@ off_t cs__reg_offset(unsigned i)
     return (off_t)(sizeof(struct cs_reg_header) + (size_t)i * sizeof(struct cs_reg_record));
 }
 
-bool cs_node_pread(int fd, void *buf, size_t len, off_t off)
-{
-    ssize_t n;
-    do
-        n = pread(fd, buf, len, off);
-    while (n < 0 && errno == EINTR);
-    return n == (ssize_t)len;
-}
-
-static bool full_pwrite(int fd, const void *buf, size_t len, off_t off)
-{
-    ssize_t n;
-    do
-        n = pwrite(fd, buf, len, off);
-    while (n < 0 && errno == EINTR);
-    return n == (ssize_t)len;
-}
-
 bool cs_node_lock_held(int fd, uint64_t byte)
 {
     struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = (off_t)byte,
@@ -114,19 +98,12 @@ static bool lock_byte(int fd, short type, uint64_t byte, bool wait)
 
 int cs__node_open_dir(const char *dir, bool create)
 {
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0 && errno == ENOENT && create) {
-        bool made = mkdir(dir, 0700) == 0;
-        fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        struct stat st;
-        if (fd >= 0 && made && !fstat(fd, &st) && st.st_uid == geteuid())
-            fchmod(fd, CS_NODE_DIR_MODE);
-    }
+    int fd = create ? cs__node_dir_open(dir)
+                    : open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0)
-        return -errno;
+        return create ? fd : -errno;
     struct stat st;
-    if (fstat(fd, &st) || (st.st_uid != 0 && st.st_uid != geteuid()) ||
-        ((st.st_mode & 022) && !(st.st_mode & S_ISVTX))) {
+    if (fstat(fd, &st) || cs__node_dir_trust(&st)) {
         close(fd);
         return -EPERM;
     }
@@ -143,11 +120,11 @@ static bool repair_own(int fd, uint32_t uid)
         return false;
     if ((st.st_mode & 07777) != 0644)
         fchmod(fd, 0644);
-    if (st.st_size == CS_REG_SIZE && cs_node_pread(fd, &h, sizeof h, 0) &&
+    if (st.st_size == CS_REG_SIZE && cs__pread_full(fd, &h, sizeof h, 0) &&
         cs__reg_header_ok(&h, uid))
         return true;
     cs__reg_init_header(&h, uid);
-    return !ftruncate(fd, 0) && !ftruncate(fd, CS_REG_SIZE) && full_pwrite(fd, &h, sizeof h, 0);
+    return !ftruncate(fd, 0) && !ftruncate(fd, CS_REG_SIZE) && cs__pwrite_full(fd, &h, sizeof h, 0);
 }
 
 static int open_own(int dirfd, const char *name, uint32_t uid)
@@ -168,7 +145,7 @@ static int open_own(int dirfd, const char *name, uint32_t uid)
 static int pick_record(int fd, const struct cs_reg_record *want, bool *same)
 {
     static struct cs_reg_record recs[CS_REG_RECORDS]; /* under the init mutex */
-    if (!cs_node_pread(fd, recs, sizeof recs, cs__reg_offset(0)))
+    if (!cs__pread_full(fd, recs, sizeof recs, cs__reg_offset(0)))
         return -1;
     int spare = -1;
     for (unsigned i = 0; i < CS_REG_RECORDS; i++) {
@@ -195,7 +172,7 @@ static int register_in(int fd, const struct cs_reg_record *rec)
     int i = repair_own(fd, (uint32_t)geteuid()) ? pick_record(fd, rec, &same) : -1;
     /* A live record of the same ledger keeps its registrant's pid/fd: we
      * only add our lock to it. */
-    if (i >= 0 && (same || full_pwrite(fd, rec, sizeof *rec, cs__reg_offset((unsigned)i))))
+    if (i >= 0 && (same || cs__pwrite_full(fd, rec, sizeof *rec, cs__reg_offset((unsigned)i))))
         rc = lock_byte(fd, F_RDLCK, CS_REG_LOCK_BASE + (unsigned)i, false) ? 0 : -errno;
     lock_byte(fd, F_UNLCK, 0, false);
     return rc;

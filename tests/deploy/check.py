@@ -67,8 +67,12 @@ for f in files:
         if doc is None:
             continue
         if f.name == "hami-values.yaml":
-            if doc.get("devicePlugin", {}).get("deviceMemoryScaling") != 1:
+            dp = doc.get("devicePlugin", {})
+            if dp.get("deviceMemoryScaling") != 1:
                 errors.append("hami-values.yaml: deviceMemoryScaling must be 1")
+            if not dp.get("image", {}).get("repository") or not dp.get("image", {}).get("tag"):
+                errors.append("hami-values.yaml: devicePlugin.image must name the image that "
+                              "bundles libcushare.so (HAMi's plugin re-copies its own at start)")
             continue
         for key in ("apiVersion", "kind", "metadata"):
             if key not in doc:

@@ -1,10 +1,26 @@
 # shellcheck shell=bash
 # Shell helpers of the GPU scripts (sourced by tests/gpu/workloads/run.sh and
-# tests/gpu/issue10/run.sh): build, a private MPS daemon.
+# tests/gpu/issue*/run.sh): build, a private MPS daemon.
 # The Python side shares tests/gpu/workloads/harness.py and
 # tests/gpu/smi_sampler.py.
 GPU_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+
+# gpu_args HEADER_LAST_LINE SCRIPT ARGS...: the command line every step
+# script shares (SCRIPT BUILD_DIR OUT_DIR [STEP...]). Without both
+# directories it prints the script's header (lines 2..HEADER_LAST_LINE) and
+# exits 2; else it sets B and OUT to them, made and absolute. The caller
+# then shifts the two away and reads its steps.
+gpu_args() {
+    local last=$1 script=$2
+    shift 2
+    if [ $# -lt 2 ]; then
+        sed -n "2,${last}p" "$script"
+        exit 2
+    fi
+    B=$(mkdir -p "$1" && cd "$1" && pwd)
+    OUT=$(mkdir -p "$2" && cd "$2" && pwd)
+}
 
 # gpu_build BUILD_DIR LOG TARGET...: configure once (Release), then build the
 # targets (incremental, so a tree copied onto the machine is rebuilt).

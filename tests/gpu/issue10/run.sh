@@ -13,12 +13,7 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/gpu/common.sh
 . "$here/../common.sh"
-if [ $# -lt 2 ]; then
-    sed -n '2,12p' "$0"
-    exit 2
-fi
-B=$(mkdir -p "$1" && cd "$1" && pwd)
-OUT=$(mkdir -p "$2" && cd "$2" && pwd)
+gpu_args 12 "$0" "$@"
 shift 2
 steps=${*:-capture_share ctx_budget3 ctx_kill24 memcpy_interference demo3}
 export PYTHONUNBUFFERED=1

@@ -12,12 +12,7 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/gpu/common.sh
 . "$here/../common.sh"
-if [ $# -lt 2 ]; then
-    sed -n '2,11p' "$0"
-    exit 2
-fi
-B=$(mkdir -p "$1" && cd "$1" && pwd)
-OUT=$(mkdir -p "$2" && cd "$2" && pwd)
+gpu_args 11 "$0" "$@"
 shift 2
 steps=${*:-expandable vmm_pair fd_late torch_mp cross_tenant}
 export PYTHONUNBUFFERED=1

@@ -26,12 +26,7 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/gpu/common.sh
 . "$here/../common.sh"
-if [ $# -lt 2 ]; then
-    sed -n '2,24p' "$0"
-    exit 2
-fi
-B=$(mkdir -p "$1" && cd "$1" && pwd)
-OUT=$(mkdir -p "$2" && cd "$2" && pwd)
+gpu_args 24 "$0" "$@"
 shift 2
 steps=${*:-spec preload cdi_podman cdi_crun replace}
 cd "$GPU_ROOT" || exit 1

@@ -15,12 +15,7 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/gpu/common.sh
 . "$here/../common.sh"
-if [ $# -lt 2 ]; then
-    sed -n '2,13p' "$0"
-    exit 2
-fi
-B=$(mkdir -p "$1" && cd "$1" && pwd)
-OUT=$(mkdir -p "$2" && cd "$2" && pwd)
+gpu_args 13 "$0" "$@"
 shift 2
 MATRIX_DEADLINE=$(($(date +%s) + ${BUDGET_S:-500}))
 export MATRIX_DEADLINE PYTHONUNBUFFERED=1
