@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -240,6 +241,40 @@ static void test_vmm_and_ipc(void)
     CHECK_EQ_U(kind(FAKECUDA_KIND_VMM), 0);
     CHECK_EQ(cuMemRelease(back), CUDA_ERROR_INVALID_VALUE);
     CHECK_EQ(cuMemAddressFree(va, 16 * MiB), CUDA_SUCCESS);
+    CHECK_EQ_U(used(), u0);
+
+    /* As on the H200 (driver 580): every exported fd of every allocation
+     * is an open of one file (one inode), and each is a reference that
+     * keeps the memory until closed (freed at the next reap: a view). */
+    CUmemGenericAllocationHandle h2, h3;
+    int fa = -1, fb = -1, fc = -1;
+    CHECK_EQ(cuMemCreate(&h2, 4 * MiB, &prop, 0), CUDA_SUCCESS);
+    CHECK_EQ(cuMemCreate(&h3, 2 * MiB, &prop, 0), CUDA_SUCCESS);
+    CHECK_EQ(cuMemExportToShareableHandle(&fa, h2, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0), CUDA_SUCCESS);
+    CHECK_EQ(cuMemExportToShareableHandle(&fb, h2, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0), CUDA_SUCCESS);
+    CHECK_EQ(cuMemExportToShareableHandle(&fc, h3, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0), CUDA_SUCCESS);
+    struct stat sa, sb, sc;
+    CHECK(fstat(fa, &sa) == 0 && fstat(fb, &sb) == 0 && fstat(fc, &sc) == 0);
+    CHECK(sa.st_dev == sc.st_dev && sa.st_ino == sb.st_ino && sa.st_ino == sc.st_ino);
+    CHECK_EQ(cuMemRelease(h2), CUDA_SUCCESS);
+    CHECK_EQ(cuMemRelease(h3), CUDA_SUCCESS);
+    size_t fr, tot;
+    CHECK_EQ(cuMemGetInfo(&fr, &tot), CUDA_SUCCESS);
+    CHECK_EQ_U(used(), u0 + 6 * MiB); /* only the fds hold them */
+    close(fc);
+    CHECK_EQ(cuMemGetInfo(&fr, &tot), CUDA_SUCCESS);
+    CHECK_EQ_U(used(), u0 + 4 * MiB);
+    close(fa);
+    CHECK_EQ(cuMemGetInfo(&fr, &tot), CUDA_SUCCESS);
+    CHECK_EQ_U(used(), u0 + 4 * MiB); /* fb: another description of it */
+    CUmemGenericAllocationHandle imp;
+    CHECK_EQ(cuMemImportFromShareableHandle(&imp, (void *)(intptr_t)fb,
+                                            CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR), CUDA_SUCCESS);
+    close(fb);
+    CHECK_EQ(cuMemGetInfo(&fr, &tot), CUDA_SUCCESS);
+    CHECK_EQ_U(used(), u0 + 4 * MiB); /* the import holds it now */
+    CHECK_EQ(cuMemRelease(imp), CUDA_SUCCESS);
+    CHECK_EQ(cuMemGetInfo(&fr, &tot), CUDA_SUCCESS);
     CHECK_EQ_U(used(), u0);
 }
 
