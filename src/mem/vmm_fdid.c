@@ -32,6 +32,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <linux/kcmp.h>
 #include <stdio.h>
 #include <string.h>
@@ -71,6 +72,36 @@ uint64_t cs__vmm_fdid_new_key(void)
     return k ? k : 1;
 }
 
+/* Markers whose holder died (killed: it could not withdraw them), of our
+ * uid, once per process at its first hold: the directory does not grow
+ * with dead holders nobody imports from. */
+static void sweep_dead(int dfd)
+{
+    static bool swept; /* cs__vmm_mu held */
+    if (swept)
+        return;
+    swept = true;
+    int dup = fcntl(dfd, F_DUPFD_CLOEXEC, 0);
+    DIR *d = dup < 0 ? NULL : fdopendir(dup);
+    if (!d) {
+        if (dup >= 0)
+            close(dup);
+        return;
+    }
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        unsigned uid;
+        uint64_t k;
+        int pid, their;
+        if (!strncmp(e->d_name, PREFIX, sizeof PREFIX - 1) &&
+            sscanf(e->d_name + sizeof PREFIX - 1, "%u-%" SCNx64 "-%d-%d", &uid, &k, &pid,
+                   &their) == 4 &&
+            uid == (unsigned)geteuid() && pid > 0 && kill(pid, 0) && errno == ESRCH)
+            unlinkat(dfd, e->d_name, 0);
+    }
+    closedir(d);
+}
+
 bool cs__vmm_fdid_hold(struct vmm_alloc *a, int fd)
 {
     int k = 0;
@@ -84,6 +115,7 @@ bool cs__vmm_fdid_hold(struct vmm_alloc *a, int fd)
     int dfd = cs__node_dir_open(dir_name());
     if (dfd < 0)
         return false;
+    sweep_dead(dfd);
     int dup = fcntl(fd, F_DUPFD_CLOEXEC, 0);
     char name[128];
     int m = -1;

@@ -191,9 +191,11 @@ static void sub64(uint64_t *p, uint64_t v)
  * lock on byte `slot` of the file, which the kernel drops when the last fd
  * of it closes: an exported fd keeps the memory alive, as on the driver. */
 
+/* g_ctl_mu guards both descriptors, set once per process (a fork child
+ * shares them: the memfd is the same file, the probe still never locks). */
+static pthread_mutex_t g_ctl_mu = PTHREAD_MUTEX_INITIALIZER;
 static int g_ctl_anon = -1; /* the memfd without FAKECUDA_STATE */
 static int g_ctl_probe = -1; /* our description that never locks: asks */
-static pthread_mutex_t g_ctl_mu = PTHREAD_MUTEX_INITIALIZER;
 
 static int ctl_open_new(void)
 {

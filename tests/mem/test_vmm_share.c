@@ -11,6 +11,7 @@
  */
 #include "share_worker.h"
 
+#include <dirent.h>
 #include <sys/stat.h>
 
 static struct cs_ledger_header *L;
@@ -215,6 +216,27 @@ static void told_apart(void)
     sw_exit(&b);
 }
 
+/* How many identity markers (src/mem/vmm_fdid.c) of process pid lie in
+ * the share directory. */
+static int markers_of(pid_t pid)
+{
+    const char *dir = getenv("CUSHARE_SHARE_DIR");
+    DIR *d = opendir(dir && *dir ? dir : "/tmp/vgpulock");
+    CHECK(d != NULL);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        unsigned uid;
+        unsigned long long key;
+        int p, fd;
+        if (sscanf(e->d_name, "cushare-fdid-%u-%llx-%d-%d", &uid, &key, &p, &fd) == 4 &&
+            p == pid)
+            n++;
+    }
+    closedir(d);
+    return n;
+}
+
 /* An exported fd is a reference (the H200's driver): the creator lets go
  * of everything and exits while the fd is in flight (here: held by this
  * process, which no library counts). Nobody holds it then, so nobody is
@@ -251,8 +273,19 @@ static void fd_late(void)
     close(fd);
     OK(sw_do(&b, SW_MAP, 3, 0, -1, NULL, NULL));
     same("a second late import", 8);
+    pid_t dead = b.pid;
     sw_kill(&b);
     same("the late importer killed", 0);
+    /* Its identity marker outlived it; a process's first export sweeps
+     * such markers of its uid. */
+    CHECK(markers_of(dead) > 0);
+    struct sw_proc d = sw_start();
+    OK(sw_do(&d, SW_CREATE, 0, 2, -1, NULL, NULL));
+    OK(sw_do(&d, SW_EXPORT, 0, 0, -1, NULL, &fd));
+    close(fd);
+    CHECK_EQ(markers_of(dead), 0);
+    sw_exit(&d);
+    same("the sweeping exporter exited", 0);
 }
 
 /* Legacy IPC: a's cuMemAlloc opened twice by b (one pointer, counted). */
