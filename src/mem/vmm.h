@@ -81,7 +81,8 @@ void cs__vmm_size_known(struct vmm_alloc *a, uint64_t bytes);
  * fdid_find: the key of the allocation behind fd, matched with
  * kcmp(KCMP_FILE) against every live holder's dup: 0, -ENOENT (no live
  * holder: only descriptions in flight keep it), -EPERM (some holder could
- * not be compared: another user's). */
+ * not be compared: another user's), -ENOSYS (kcmp refused to all: a
+ * seccomp filter). */
 uint64_t cs__vmm_fdid_new_key(void);
 bool cs__vmm_fdid_hold(struct vmm_alloc *a, int fd);
 void cs__vmm_fdid_drop_all(struct vmm_alloc *a);

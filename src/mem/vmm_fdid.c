@@ -164,6 +164,18 @@ void cs__vmm_fdid_atfork_child(void)
 
 int cs__vmm_fdid_find(int fd, uint64_t *key)
 {
+    /* A seccomp filter may refuse kcmp to everyone (Docker's default
+     * profile without CAP_SYS_PTRACE): then even comparing with ourselves
+     * fails, and no holder can be matched. */
+    static int kcmp_works = -1; /* atomic: -1 unknown, 0, 1 */
+    int works = __atomic_load_n(&kcmp_works, __ATOMIC_RELAXED);
+    if (works < 0) {
+        works = syscall(SYS_kcmp, getpid(), getpid(), KCMP_FILE, fd, fd) == 0 ||
+                errno == EBADF; /* fd not open: the driver will refuse it */
+        __atomic_store_n(&kcmp_works, works, __ATOMIC_RELAXED);
+    }
+    if (!works)
+        return -ENOSYS;
     int dfd = cs__node_dir_open(dir_name());
     DIR *d = dfd < 0 ? NULL : fdopendir(dfd);
     if (!d) {

@@ -396,6 +396,11 @@ static struct vmm_alloc *import_record(uint64_t key, int local_dev)
 static struct vmm_alloc *import_fd(int fd, int found, uint64_t key, int local_dev)
 {
     struct vmm_alloc *a = NULL;
+    if (found == -ENOSYS)
+        cs_warn_capped(1, SUBSYS, "kcmp(2) is not permitted here (a seccomp filter: a container "
+                       "without CAP_SYS_PTRACE?), so an imported fd cannot be matched with its "
+                       "exporter: such memory is charged to each importer as well (over-count; "
+                       "docs/accounting.md, \"Shared memory\")");
     if (found == 0 && !(a = alloc_with_fd_key(key)) && (a = import_record(key, local_dev)))
         a->fd_key = key;
     if (!a && found != -EPERM && local_dev >= 0 && local_dev < CS_MAX_DEVICES) {

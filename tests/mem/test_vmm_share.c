@@ -12,6 +12,13 @@
 #include "share_worker.h"
 
 #include <dirent.h>
+#include <errno.h>
+#include <linux/filter.h>
+#include <linux/kcmp.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 
 static struct cs_ledger_header *L;
@@ -288,6 +295,49 @@ static void fd_late(void)
     same("the sweeping exporter exited", 0);
 }
 
+/* Where a seccomp filter refuses kcmp (Docker's default profile without
+ * CAP_SYS_PTRACE), no import can be matched with its exporter: each
+ * importer is charged as well (fail closed: an over-count, never less).
+ * A child of ours installs such a filter; its workers inherit it. */
+static void kcmp_refused(void)
+{
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        struct sock_filter f[] = {
+            BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+            BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_kcmp, 0, 1),
+            BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+            BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        };
+        struct sock_fprog prog = {.len = sizeof f / sizeof f[0], .filter = f};
+        CHECK_EQ(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
+        CHECK_EQ(prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog), 0);
+        CHECK(syscall(SYS_kcmp, getpid(), getpid(), KCMP_FILE, 0, 0) < 0 && errno == EPERM);
+        struct sw_proc a = sw_start(), b = sw_start();
+        int fd = -1;
+        OK(sw_do(&a, SW_CREATE, 0, 8, -1, NULL, NULL));
+        OK(sw_do(&a, SW_EXPORT, 0, 0, -1, NULL, &fd));
+        OK(sw_do(&b, SW_IMPORT, 1, 8, fd, NULL, NULL));
+        close(fd);
+        OK(sw_do(&b, SW_MAP, 1, 0, -1, NULL, NULL));
+        CHECK_EQ(fakecuda_load(&S->dev[0].used), 8 * MiB);
+        CHECK_EQ(ledger_used(L, 0), 16 * MiB); /* creator and importer */
+        OK(sw_do(&b, SW_UNMAP, 1, 0, -1, NULL, NULL));
+        OK(sw_do(&b, SW_RELEASE, 1, 0, -1, NULL, NULL));
+        CHECK_EQ(ledger_used(L, 0), 8 * MiB);
+        sw_exit(&b);
+        OK(sw_do(&a, SW_RELEASE, 0, 0, -1, NULL, NULL));
+        CHECK_EQ(ledger_used(L, 0), 0);
+        sw_exit(&a);
+        _exit(0);
+    }
+    int st;
+    CHECK_EQ(waitpid(pid, &st, 0), pid);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    same("kcmp refused: all let go", 0);
+}
+
 /* Legacy IPC: a's cuMemAlloc opened twice by b (one pointer, counted). */
 static const struct step IPC_STEPS[] = {
     {'a', SW_IPC_ALLOC}, {'a', SW_IPC_GET}, {'b', SW_IPC_OPEN}, {'b', SW_IPC_OPEN},
@@ -488,6 +538,9 @@ int main(int argc, char **argv)
     fd_late();
     printf("an fd whose creator let go and exited: charged to its importer while it holds "
            "it\n");
+    kcmp_refused();
+    printf("kcmp refused by seccomp: each importer charged as well (over-count, never "
+           "less)\n");
     for (int k = -1; k < NIPC; k++)
         ipc_share(k);
     printf("legacy IPC: ledger = device after each of %d steps, with no kill and with a "
