@@ -22,6 +22,45 @@ gpu_args() {
     OUT=$(mkdir -p "$2" && cd "$2" && pwd)
 }
 
+# gpu_run_steps STEPS_PY LIMIT DEADLINE STEP...: runs `python3 STEPS_PY STEP
+# B OUT` for each step under `timeout` (LIMIT seconds, or LIMIT_<step> when
+# set; never past DEADLINE, in epoch seconds: a step left under 20 s is
+# skipped and says so). Each step's log is OUT/<step>.log; its "SUMMARY "
+# line (or why there is none) and its duration go to OUT/summary.txt, and
+# its "» " lines are echoed. Prints summary.txt at the end; returns 1 when a
+# step FAILed.
+gpu_run_steps() {
+    local py=$1 limit0=$2 deadline=$3 step limit left start rc line why var
+    shift 3
+    : > "$OUT/summary.txt"
+    for step in "$@"; do
+        var=LIMIT_$step
+        limit=${!var:-$limit0}
+        left=$((deadline - $(date +%s)))
+        [ "$left" -lt "$limit" ] && limit=$left
+        if [ "$limit" -lt 20 ]; then
+            echo "$step SKIP: time budget (BUDGET_S) spent; run it again on its own" >> "$OUT/summary.txt"
+            continue
+        fi
+        echo "== $step (limit ${limit} s, log $OUT/$step.log)"
+        start=$(date +%s)
+        timeout -k 10 "$limit" python3 "$py" "$step" "$B" "$OUT" > "$OUT/$step.log" 2>&1
+        rc=$?
+        line=$(grep '^SUMMARY ' "$OUT/$step.log" | tail -1 | cut -d' ' -f2-)
+        if [ -z "$line" ]; then
+            why="exit $rc"
+            { [ $rc = 124 ] || [ $rc = 137 ]; } && why="timed out after ${limit} s"
+            line="$step FAIL: no summary ($why; see $step.log)"
+        fi
+        echo "$line [$(($(date +%s) - start)) s]" >> "$OUT/summary.txt"
+        grep '^» ' "$OUT/$step.log" | cut -c1-400
+    done
+    echo
+    echo "== summary ($OUT/summary.txt)"
+    cat "$OUT/summary.txt"
+    ! grep -q '^[a-z0-9_]* FAIL' "$OUT/summary.txt"
+}
+
 # gpu_build BUILD_DIR LOG TARGET...: configure once (Release), then build the
 # targets (incremental, so a tree copied onto the machine is rebuilt).
 gpu_build() {

@@ -29,30 +29,6 @@ if ! gcc -O2 -Wall -I"$CUDA_HOME/include" "$here/ctx_hold.c" -o "$B/ctx_hold" \
 fi
 { date -u; nvidia-smi -L; git log --oneline -1 2> /dev/null; } > "$OUT/env.txt" 2>&1
 
-: > "$OUT/summary.txt"
-for step in $steps; do
-    limit=${STEP_TIMEOUT:-200}
-    [ "$step" = demo3 ] && limit=${DEMO_TIMEOUT:-260}
-    left=$((deadline - $(date +%s)))
-    [ "$left" -lt "$limit" ] && limit=$left
-    if [ "$limit" -lt 30 ]; then
-        echo "$step SKIP: time budget (BUDGET_S) spent; run it again on its own" >> "$OUT/summary.txt"
-        continue
-    fi
-    echo "== $step (limit ${limit} s, log $OUT/$step.log)"
-    start=$(date +%s)
-    timeout -k 10 "$limit" python3 "$here/steps.py" "$step" "$B" "$OUT" > "$OUT/$step.log" 2>&1
-    rc=$?
-    line=$(grep '^SUMMARY ' "$OUT/$step.log" | tail -1 | cut -d' ' -f2-)
-    if [ -z "$line" ]; then
-        why="exit $rc"
-        [ $rc = 124 ] || [ $rc = 137 ] && why="timed out after ${limit} s"
-        line="$step FAIL: no summary ($why; see $step.log) [$(($(date +%s) - start)) s]"
-    fi
-    echo "$line" >> "$OUT/summary.txt"
-    grep '^» ' "$OUT/$step.log" | cut -c1-400
-done
-echo
-echo "== summary ($OUT/summary.txt)"
-cat "$OUT/summary.txt"
-! grep -q '^[a-z0-9_]* FAIL' "$OUT/summary.txt"
+export LIMIT_demo3=${DEMO_TIMEOUT:-260}
+# shellcheck disable=SC2086 # steps are words
+gpu_run_steps "$here/steps.py" "${STEP_TIMEOUT:-200}" "$deadline" $steps
