@@ -135,8 +135,8 @@ ID_HELPER bool sl_read_until(struct sl_broker *b, size_t *len, const char *want,
     while (!strstr(b->err, want)) {
         int64_t left = (deadline - cs_now_ns()) / 1000000;
         struct pollfd p = {.fd = b->err_fd, .events = POLLIN};
-        if (left <= 0 || poll(&p, 1, (int)left) <= 0)
-            return false;
+        if (left <= 0 || *len >= sizeof b->err - 1 || poll(&p, 1, (int)left) <= 0)
+            return false; /* past the deadline, or the buffer is full without it */
         ssize_t n = read(b->err_fd, b->err + *len, sizeof b->err - 1 - *len);
         if (n <= 0)
             return false;
