@@ -4,8 +4,10 @@
  *
  * For each GPU-bound workload it measures throughput (kernels/s) natively,
  * under cushare without a limit, and under `cushare run --sm X --policy
- * force` for each limit X; then two tenants at 25 % and 75 % side by side
- * (separate ledgers, one shared measurement window). A launch-bound
+ * force` for each limit X (--runs times, the worst run reported); then each
+ * mix of tenants side by side (default 25+75; separate ledgers, one shared
+ * measurement window): each tenant's share, and their sum, the work the GPU
+ * still delivers when it switches between them. A launch-bound
  * workload (GPU busy well under its limit) must not be slowed by a limit.
  * It prints the table, writes a CSV and, when gnuplot is installed, a PNG
  * plot of achieved versus target share into --out (default docs/).
@@ -14,8 +16,10 @@
  * --start-mono NS and prints "RESULT ... rate=R ..." (bench/limiter/); its
  * command line is split into words as the shell would (quotes allowed) but
  * never run by a shell.
- * Targets: each limit within --tolerance points (default 5) of its
- * target; the 25/75 pair at a 1:3 ratio within 10 %; cushare without a
+ * Targets: each limit and each tenant of a mix within --tolerance points
+ * (default 5) of its target; a mix's tenants together at least --conserve
+ * % (default 97) of their limits' sum; a two-tenant mix at its limits'
+ * ratio within 10 %; cushare without a
  * limit loses at most 1 %; the launch-bound workload keeps >= 97 %; an
  * empty-kernel launch costs at most 1 % more without a limit.
  * Exit status 0 when every target is met, 1 otherwise.
@@ -45,7 +49,8 @@ static const char usage[] =
     "usage: cushare bench limiter [--secs S] [--warmup W] [--limits L,L,...] [--out DIR]\n"
     "                             [--workload NAME=COMMAND]... [--launchbound COMMAND|none]\n"
     "                             [--launchcost COMMAND|none]\n"
-    "                             [--tolerance PP] [--start-delay S]\n"
+    "                             [--tolerance PP] [--start-delay S] [--runs K]\n"
+    "                             [--mix L+L[+L...]]... [--conserve PCT]\n"
     "  --secs         measured seconds per run (default 5), after --warmup (default 1)\n"
     "  --limits       SM limits to run (default 10,25,50,75,100)\n"
     "  --workload     a GPU-bound workload; repeatable (default: elementwise, the\n"
@@ -54,23 +59,39 @@ static const char usage[] =
     "  --launchcost   the launch-cost workload (default: limiter_workload launchcost)\n"
     "  --out          directory for limiter-bench.csv / .gp / .png (default docs)\n"
     "  --tolerance    allowed error of a limit, in percentage points (default 5)\n"
-    "  --start-delay  seconds the paired tenants get to start up (default 10)\n";
+    "  --start-delay  seconds the tenants of a mix get to start up (default 10)\n"
+    "  --runs         repeat each limited measurement K times (default 1); the worst\n"
+    "                 run of each is the one reported and judged\n"
+    "  --mix          tenants run side by side, their limits joined by '+'; repeatable\n"
+    "                 (default 25+75)\n"
+    "  --conserve     a mix's tenants together must reach PCT %% of their limits' sum\n"
+    "                 (default 97)\n";
 
 #define MAX_WORKLOADS 8
 #define MAX_LIMITS 16
+#define MAX_MIXES 8
+#define MAX_MIX_TENANTS 8
+#define MAX_RUNS 10
+
+/* Tenants run side by side, each at its limit. */
+struct mix {
+    int n;
+    int limits[MAX_MIX_TENANTS];
+};
 
 struct workload {
     char name[64];
     char cmd[1024];
     double native, unlimited;
-    double rate[MAX_LIMITS];
-    double pair25, pair75;
+    double rate[MAX_LIMITS];                            /* the worst run's */
+    double mix_rate[MAX_MIXES][MAX_MIX_TENANTS];        /* the worst run's */
 };
 
 static struct {
-    double secs, warmup, tol, start_delay;
-    int nlimits;
+    double secs, warmup, tol, start_delay, conserve;
+    int runs, nlimits, nmixes;
     int limits[MAX_LIMITS];
+    struct mix mixes[MAX_MIXES];
     char out[PATH_MAX];
     char self[PATH_MAX];
     int nw;
@@ -78,7 +99,7 @@ static struct {
     char launchbound[1024];
     char launchcost[1024];
     int failures;
-} B = {.secs = 5, .warmup = 1, .tol = 5, .start_delay = 10};
+} B = {.secs = 5, .warmup = 1, .tol = 5, .start_delay = 10, .conserve = 97, .runs = 1};
 
 /* A workload run in flight: its pid and its stdout. */
 struct child {
@@ -223,6 +244,127 @@ static int add_workload(const char *spec)
     return 0;
 }
 
+static int parse_mix(const char *s)
+{
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", s);
+    if (B.nmixes == MAX_MIXES)
+        return -1;
+    struct mix m = {0};
+    int sum = 0;
+    char *save = NULL;
+    for (char *t = strtok_r(buf, "+", &save); t; t = strtok_r(NULL, "+", &save)) {
+        long v;
+        if (m.n == MAX_MIX_TENANTS || cs__parse_int(t, 1, 99, &v))
+            return -1;
+        m.limits[m.n++] = (int)v;
+        sum += (int)v;
+    }
+    if (m.n < 2 || sum > 100)
+        return -1;
+    B.mixes[B.nmixes++] = m;
+    return 0;
+}
+
+static double share_of(const struct workload *w, double rate)
+{
+    return 100.0 * rate / w->native;
+}
+
+/* One limit, --runs times: the run furthest from the target is kept. */
+static void run_limit(struct workload *w, int i)
+{
+    char label[64];
+    snprintf(label, sizeof label, "--sm %d (force)", B.limits[i]);
+    double worst = -1, worst_err = -1;
+    char all[256] = "";
+    size_t used = 0;
+    for (int r = 0; r < B.runs; r++) {
+        double rate = run1(w->cmd, 1, B.limits[i], label);
+        double err = rate > 0 ? fabs(share_of(w, rate) - B.limits[i]) : 1e9;
+        if (err > worst_err)
+            worst = rate, worst_err = err;
+        if (B.runs > 1 && used < sizeof all)
+            used += (size_t)snprintf(all + used, sizeof all - used, "%s%.1f", r ? " " : "",
+                                     share_of(w, rate));
+    }
+    w->rate[i] = worst;
+    double share = share_of(w, worst);
+    printf("%-22s %12.1f %7.1f%% %7d%% %+6.1fpp", label, worst, share, B.limits[i],
+           share - B.limits[i]);
+    if (B.runs > 1)
+        printf("  runs: %s", all);
+    verdict(worst > 0 && fabs(share - B.limits[i]) <= B.tol);
+}
+
+/* How far a run of a mix is from its targets: the largest error of a
+ * tenant, or of the sum's shortfall below --conserve. */
+static double mix_badness(const struct workload *w, const struct mix *m, const double *rate)
+{
+    double bad = 0, sum = 0, target = 0;
+    for (int t = 0; t < m->n; t++) {
+        if (rate[t] <= 0)
+            return 1e9;
+        double e = fabs(share_of(w, rate[t]) - m->limits[t]);
+        bad = e > bad ? e : bad;
+        sum += share_of(w, rate[t]);
+        target += m->limits[t];
+    }
+    double short_pp = B.conserve * target / 100 - sum;
+    return short_pp > bad ? short_pp : bad;
+}
+
+static void run_mix_once(const struct workload *w, const struct mix *m, double *rate)
+{
+    long long t0 = cs__now_ns() + (long long)(B.start_delay * 1e9);
+    struct child c[MAX_MIX_TENANTS];
+    for (int t = 0; t < m->n; t++)
+        c[t] = start(w->cmd, 1, m->limits[t], t0);
+    for (int t = 0; t < m->n; t++) {
+        char what[64];
+        snprintf(what, sizeof what, "tenant at %d%%", m->limits[t]);
+        rate[t] = finish(c[t], what);
+    }
+}
+
+static void run_mix(struct workload *w, int k)
+{
+    const struct mix *m = &B.mixes[k];
+    double *best = w->mix_rate[k], worst_bad = -1;
+    for (int r = 0; r < B.runs; r++) {
+        double rate[MAX_MIX_TENANTS];
+        run_mix_once(w, m, rate);
+        double bad = mix_badness(w, m, rate);
+        if (bad > worst_bad) {
+            worst_bad = bad;
+            memcpy(best, rate, sizeof rate);
+        }
+    }
+    double sum = 0, target = 0;
+    bool ran = true;
+    for (int t = 0; t < m->n; t++) {
+        char label[64];
+        snprintf(label, sizeof label, "tenant %c --sm %d", 'A' + t, m->limits[t]);
+        double share = share_of(w, best[t]);
+        printf("%-22s %12.1f %7.1f%% %7d%% %+6.1fpp", label, best[t], share, m->limits[t],
+               share - m->limits[t]);
+        verdict(best[t] > 0 && fabs(share - m->limits[t]) <= B.tol);
+        sum += share;
+        target += m->limits[t];
+        ran = ran && best[t] > 0;
+    }
+    printf("%-22s %12s %7.1f%% %7.0f%% %7.1f%% of limits", "together", "", sum, target,
+           100 * sum / target);
+    verdict(ran && sum >= B.conserve * target / 100);
+    if (m->n == 2) {
+        double ratio = best[1] > 0 ? best[0] / best[1] : 0;
+        double want = (double)m->limits[0] / m->limits[1];
+        printf("%-22s %12.3f %8s %8.3f %+6.1f%%", "A:B ratio", ratio, "", want,
+               100.0 * (ratio / want - 1));
+        verdict(ran && fabs(ratio / want - 1) <= 0.10);
+    }
+}
+
 static void run_workload(struct workload *w)
 {
     printf("\n== %s: %s\n", w->name, w->cmd);
@@ -238,27 +380,10 @@ static void run_workload(struct workload *w)
     printf("%-22s %12.1f %7.1f%% %8s %+7.1f%%", "cushare, no limit", w->unlimited,
            100.0 * w->unlimited / w->native, "<=1% off", -loss);
     verdict(w->unlimited > 0 && loss <= 1.0);
-    for (int i = 0; i < B.nlimits; i++) {
-        char label[64];
-        snprintf(label, sizeof label, "--sm %d (force)", B.limits[i]);
-        w->rate[i] = run1(w->cmd, 1, B.limits[i], label);
-        double share = 100.0 * w->rate[i] / w->native;
-        printf("%-22s %12.1f %7.1f%% %7d%% %+6.1fpp", label, w->rate[i], share, B.limits[i],
-               share - B.limits[i]);
-        verdict(w->rate[i] > 0 && fabs(share - B.limits[i]) <= B.tol);
-    }
-    long long t = cs__now_ns() + (long long)(B.start_delay * 1e9);
-    struct child a = start(w->cmd, 1, 25, t), b = start(w->cmd, 1, 75, t);
-    w->pair25 = finish(a, "tenant at 25%");
-    w->pair75 = finish(b, "tenant at 75%");
-    double ratio = w->pair75 > 0 ? w->pair25 / w->pair75 : 0;
-    printf("%-22s %12.1f %7.1f%% %7d%%\n", "tenant A --sm 25", w->pair25,
-           100.0 * w->pair25 / w->native, 25);
-    printf("%-22s %12.1f %7.1f%% %7d%%\n", "tenant B --sm 75", w->pair75,
-           100.0 * w->pair75 / w->native, 75);
-    printf("%-22s %12.3f %8s %8.3f %+6.1f%%", "A:B ratio", ratio, "", 1 / 3.0,
-           100.0 * (ratio * 3 - 1));
-    verdict(w->pair25 > 0 && w->pair75 > 0 && fabs(ratio * 3 - 1) <= 0.10);
+    for (int i = 0; i < B.nlimits; i++)
+        run_limit(w, i);
+    for (int k = 0; k < B.nmixes; k++)
+        run_mix(w, k);
 }
 
 static void run_launchbound(double *native, double *limited)
@@ -337,8 +462,11 @@ static void write_outputs(double lb_native, double lb_limited)
         for (int i = 0; i < B.nlimits; i++)
             fprintf(f, "%s,limit,%d,%.1f,%.2f\n", w->name, B.limits[i], w->rate[i],
                     100 * w->rate[i] / w->native);
-        fprintf(f, "%s,pair,25,%.1f,%.2f\n", w->name, w->pair25, 100 * w->pair25 / w->native);
-        fprintf(f, "%s,pair,75,%.1f,%.2f\n", w->name, w->pair75, 100 * w->pair75 / w->native);
+        for (int k = 0; k < B.nmixes; k++)
+            for (int t = 0; t < B.mixes[k].n; t++)
+                fprintf(f, "%s,%s,%d,%.1f,%.2f\n", w->name, B.mixes[k].n == 2 ? "pair" : "mix",
+                        B.mixes[k].limits[t], w->mix_rate[k][t],
+                        100 * w->mix_rate[k][t] / w->native);
     }
     if (lb_native > 0)
         fprintf(f, "launchbound,limit,25,%.1f,%.2f\n", lb_limited, 100 * lb_limited / lb_native);
@@ -372,7 +500,7 @@ static void write_outputs(double lb_native, double lb_limited)
                 B.out, B.w[k].name, B.w[k].name);
     for (int k = 0; k < B.nw; k++)
         fprintf(f, ", '%s/limiter-bench.csv' using ((strcol(1) eq '%s' && strcol(2) eq "
-                   "'pair') ? $3 : 1/0):5 title '%s, two tenants' with points pt 5 ps 1.5",
+                   "'pair' || strcol(2) eq 'mix') ? $3 : 1/0):5 title '%s, tenants side by side' with points pt 5 ps 1.5",
                 B.out, B.w[k].name, B.w[k].name);
     fprintf(f, "\n");
     fclose(f);
@@ -409,6 +537,17 @@ int cs_bench_limiter(int argc, char **argv)
             B.tol = atof(v);
         else if (!strcmp(a, "--start-delay"))
             B.start_delay = atof(v);
+        else if (!strcmp(a, "--conserve"))
+            B.conserve = atof(v);
+        else if (!strcmp(a, "--runs")) {
+            long r;
+            if (cs__parse_int(v, 1, MAX_RUNS, &r))
+                return cs_cli_usage_error("bench limiter", "--runs takes 1..%d", MAX_RUNS);
+            B.runs = (int)r;
+        } else if (!strcmp(a, "--mix") && parse_mix(v))
+            return cs_cli_usage_error("bench limiter", "--mix takes 2..%d limits 1..99 joined "
+                                      "by '+', summing to at most 100 (at most %d mixes)",
+                                      MAX_MIX_TENANTS, MAX_MIXES);
         else if (!strcmp(a, "--out"))
             snprintf(B.out, sizeof B.out, "%s", v);
         else if (!strcmp(a, "--limits") && parse_limits(v))
@@ -422,11 +561,14 @@ int cs_bench_limiter(int argc, char **argv)
         } else if (!strcmp(a, "--launchcost")) {
             snprintf(B.launchcost, sizeof B.launchcost, "%s", strcmp(v, "none") ? v : "");
             lc_set = true;
-        } else if (strcmp(a, "--limits") && strcmp(a, "--workload"))
+        } else if (strcmp(a, "--limits") && strcmp(a, "--workload") && strcmp(a, "--mix"))
             return cs_cli_usage_error("bench limiter", "unknown option %s (see --help)", a);
     }
-    if (B.secs <= 0 || B.warmup < 0 || B.tol <= 0)
-        return cs_cli_usage_error("bench limiter", "--secs and --tolerance must be positive");
+    if (B.secs <= 0 || B.warmup < 0 || B.tol <= 0 || B.conserve < 0 || B.conserve > 100)
+        return cs_cli_usage_error("bench limiter", "--secs and --tolerance must be positive, "
+                                  "--conserve 0..100");
+    if (!B.nmixes)
+        parse_mix("25+75");
     snprintf(B.self, sizeof B.self, "%s/cushare", cs_cli_self_dir());
     char dflt[PATH_MAX + 32];
     snprintf(dflt, sizeof dflt, "%s/limiter_workload", cs_cli_self_dir());

@@ -94,6 +94,7 @@ static struct {
         double idle_w;           /* lowest board power seen */
         unsigned cap_mw;         /* enforced power limit, 0 unknown */
         int64_t cap_read_ns;
+        int64_t boost_logged_ns; /* boost inputs last logged (debug) */
         uint32_t logged_pm;      /* share last logged */
     } dev[CS_MAX_DEVICES];
     /* One entry per tick, the last second and one more: the tenant's GPU
@@ -392,6 +393,14 @@ static void update_boost(int d, int util, uint32_t own_ppm, int64_t now)
     double h = (p - idle) / duty / (cap - idle);
     double target = h > 1 ? fmin(sqrt(h), CS_WATCH_BOOST_MAX) : 1;
     w->boost += (target - w->boost) * CS_WATCH_SMOOTH;
+    /* The inputs, once a second: what a boost estimate is checked against
+     * on a real GPU (clocks and power sampled beside it). */
+    if (now - w->boost_logged_ns >= 1000000000ll) {
+        w->boost_logged_ns = now;
+        cs_debug(SUBSYS, "device %d: boost inputs: power %.1f W, idle %.1f W, cap %.1f W, "
+                 "utilisation %d %%, own %.1f %%, target x%.3f, boost x%.3f", d, p, idle, cap,
+                 util, own_ppm / 1e4, target, w->boost);
+    }
 }
 
 /* Fulfilment: scale our share to the fulfilment of a starved tenant of
