@@ -39,6 +39,8 @@ struct cs_config {
     char registry_path[4096];               /* CUSHARE_REGISTRY: node registry of ledgers */
     bool hami_signals;                      /* CUSHARE_HAMI_SIGNALS: SIGUSR2/1 suspend/resume */
     uint32_t sm_burst_us;                   /* CUSHARE_SM_BURST_US: pacing burst, 0 = default */
+    uint32_t sm_period_us;                  /* CUSHARE_SM_PERIOD_US: period of the tenants'
+                                               coordinated windows, 0 = none */
     bool sm_share_time;                     /* CUSHARE_SM_SHARE=time: no throughput corrections */
     int log_level;                          /* CUSHARE_LOG_LEVEL, else LIBCUDA_LOG_LEVEL
                                                (log.c reads them itself too) */
@@ -70,6 +72,12 @@ int cs__config_from_env(struct cs_config *out);
  * table, fails the parse (fail closed). Its path is fixed, not
  * configurable, for the same reason. */
 #define CS_SLICE_FILE "/etc/cushare/slice.env"
+
+/* Period of the coordinated windows of tenants sharing a device
+ * (docs/limiter.md, "Windows"): each context switch between busy tenants
+ * costs the GPU work, and a 50 ms period means a few switches per tenant
+ * and period while a tenant waits at most 50 ms minus its window. */
+#define CS_SM_PERIOD_DEFAULT_US 50000u
 
 /* cs__config_parse of `env` under the slice file at `slice_path` (absent:
  * the environment alone). cs__config_from_env is

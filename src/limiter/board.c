@@ -386,7 +386,7 @@ static void fill_entry(struct cs_board_entry *e, const struct cs_board_post *p, 
     e->policy = p->policy;
     e->sm_limit = p->sm_limit;
     e->share_ppm = p->share_ppm;
-    e->flags = p->starved ? CS_BOARD_F_STARVED : 0u;
+    e->flags = (p->starved ? CS_BOARD_F_STARVED : 0u) | (p->paced ? CS_BOARD_F_PACED : 0u);
     e->check = entry_check(e);
 }
 
@@ -567,6 +567,12 @@ void cs__board_view(struct cs_board *b, uint64_t self, const uint8_t uuid[16],
         if ((b->snap[i].uid == b->uid && e->tenant == self) || memcmp(e->uuid, uuid, 16))
             continue;
         busy += e->share_ppm;
+        if ((e->flags & CS_BOARD_F_PACED) && e->sm_limit >= 1 && e->sm_limit <= 99) {
+            if (out->nmembers < CS_BOARD_WINDOW_MEMBERS)
+                out->members[out->nmembers] = (struct cs_board_member){
+                    .tenant = e->tenant, .uid = b->snap[i].uid, .sm_limit = e->sm_limit};
+            out->nmembers++;
+        }
         if (e->priority > priority) {
             out->busy_lower++;
             lower += e->share_ppm;

@@ -87,6 +87,13 @@ struct cs_board_entry {
  * "Fulfilment"). */
 #define CS_BOARD_F_STARVED 1u
 
+/* The tenant paces on this device (its limit applies now) and takes part
+ * in the device's coordinated windows (docs/limiter.md, "Windows"). */
+#define CS_BOARD_F_PACED 2u
+
+/* Pacing tenants a window schedule is made for; with more, or with limits
+ * adding up to more than 100 %, nobody keeps to windows. */
+#define CS_BOARD_WINDOW_MEMBERS 16
 _Static_assert(sizeof(struct cs_board_header) == 64, "board ABI");
 _Static_assert(sizeof(struct cs_board_entry) == 64, "board ABI");
 
@@ -98,7 +105,14 @@ struct cs_board_post {
     uint8_t uuid[16];
     int32_t priority;
     uint32_t policy, sm_limit, share_ppm;
-    bool busy, starved;
+    bool busy, starved, paced;
+};
+
+/* Another tenant in the device's window schedule. */
+struct cs_board_member {
+    uint64_t tenant;
+    uint32_t uid;
+    uint32_t sm_limit;          /* percent, 1..99 */
 };
 
 /* What a tenant learns about the others on one device. */
@@ -111,6 +125,10 @@ struct cs_board_view {
      * higher or equal priority; 1000000 when there is none. */
     uint32_t starved_fulfil_ppm;
     uint32_t starved_limit;     /* that tenant's limit (percent), 0 none */
+    /* The other busy tenants that pace on the device (any priority), in
+     * board order; nmembers > CS_BOARD_WINDOW_MEMBERS when there were more. */
+    int nmembers;
+    struct cs_board_member members[CS_BOARD_WINDOW_MEMBERS];
 };
 
 struct cs_board;

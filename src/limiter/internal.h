@@ -83,6 +83,9 @@ struct cs_lim_dev {
                                     fulfilment); 0 = pct * 100 */
     uint64_t sleep_ns;           /* atomic: time pacing slept on this device */
     int engaged;                 /* atomic: pacing on (policy decision) */
+    uint64_t window;             /* atomic; written by the watcher: our window
+                                    in the device's coordinated schedule,
+                                    offset_us << 32 | length_us; 0 = none */
     int law_running;             /* law started since last engaged */
     struct cs_law law;
     int64_t est[CS_LIM_NKINDS];  /* EMA of measured GPU ns per launch */
@@ -94,6 +97,8 @@ struct cs_lim_dev {
                                     signatures' contention-free minimum: the
                                     work done, for fulfilment */
     int64_t contended_until;     /* watcher only: hold of the decision */
+    int64_t queue_end_ns;        /* when our work launched so far should be
+                                    done, by estimate (sampled or not) */
     int nstreams;
     struct cs_lim_stream *streams[CS_LIM_STREAMS];
     struct cs_lim_sig sigs[CS_LIM_SIGS];

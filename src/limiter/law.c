@@ -15,9 +15,14 @@ static int64_t scale(const struct cs_law *l, int64_t ns)
 /* Idle time earns at most CREDIT: the clock including our work still in
  * flight may lag real time by CREDIT at most. (Clamping V alone would
  * forfeit credit that in-flight work is about to use up.) */
+static int64_t credit(const struct cs_law *l)
+{
+    return l->credit_ns > 0 ? l->credit_ns : CS_LAW_CREDIT_NS;
+}
+
 static int64_t clamped(const struct cs_law *l, int64_t v, int64_t now)
 {
-    int64_t floor = now - CS_LAW_CREDIT_NS - scale(l, l->pending);
+    int64_t floor = now - credit(l) - scale(l, l->pending);
     return v < floor ? floor : v;
 }
 
@@ -41,6 +46,11 @@ void cs__law_set_share(struct cs_law *l, uint32_t share_pm)
 void cs__law_set_ahead(struct cs_law *l, int64_t ahead_ns)
 {
     l->ahead_ns = ahead_ns < 100000 ? 100000 : ahead_ns;
+}
+
+void cs__law_set_credit(struct cs_law *l, int64_t credit_ns)
+{
+    l->credit_ns = credit_ns > 0 ? credit_ns : 0;
 }
 
 void cs__law_charge(struct cs_law *l, uint64_t gpu_ns, int64_t est_ns, int64_t now)
@@ -74,5 +84,15 @@ int64_t cs__law_wait(const struct cs_law *l, int64_t now)
 bool cs__law_well_under(const struct cs_law *l, int64_t now)
 {
     int64_t v = __atomic_load_n(l->vt, __ATOMIC_ACQUIRE);
-    return clamped(l, v, now) + scale(l, l->pending) <= now - CS_LAW_CREDIT_NS / 2;
+    return clamped(l, v, now) + scale(l, l->pending) <= now - credit(l) / 2;
+}
+
+int64_t cs__law_window_wait(const struct cs_window *w, int64_t queued_ns, int64_t now)
+{
+    if (w->len_ns <= 0 || w->period_ns <= 0 || w->len_ns >= w->period_ns)
+        return 0;
+    int64_t phase = ((now - w->off_ns) % w->period_ns + w->period_ns) % w->period_ns;
+    if (phase < w->len_ns && (queued_ns <= 0 || phase + queued_ns <= w->len_ns))
+        return 0;
+    return w->period_ns - phase;
 }

@@ -33,6 +33,15 @@ struct cs_law {
     int64_t pending;     /* this process's estimated unmeasured GPU ns */
     uint32_t share_pm;   /* the share in parts per 10000, 1..9999 */
     int64_t ahead_ns;    /* how far V may run ahead of real time */
+    int64_t credit_ns;   /* how far V may lag real time (0: CS_LAW_CREDIT_NS) */
+};
+
+/* A tenant's window in the coordinated schedule of a device: time is cut
+ * into periods of `period_ns` on CLOCK_MONOTONIC (the same clock in every
+ * process of the node), and the tenant may put work on the GPU only in
+ * [off_ns, off_ns + len_ns) of each period (docs/limiter.md, "Windows"). */
+struct cs_window {
+    int64_t period_ns, off_ns, len_ns;  /* len_ns 0: no window, launch any time */
 };
 
 /* Binds l to the shared clock `vt` for a share of `pct` percent (1..99),
@@ -48,6 +57,11 @@ void cs__law_set_share(struct cs_law *l, uint32_t share_pm);
 /* Changes the run-ahead (the pacing burst), at least 100 us. */
 void cs__law_set_ahead(struct cs_law *l, int64_t ahead_ns);
 
+/* Changes how much idle time the tenant may make up (0: the default). A
+ * tenant held out of the GPU for most of a window period must be able to
+ * use its whole window when it comes. */
+void cs__law_set_credit(struct cs_law *l, int64_t credit_ns);
+
 /* `gpu_ns` of measured GPU time of this process; `est_ns` is what it had
  * been estimated at when launched: it leaves the pending sum in the same
  * step, so the credit clamp sees in-flight work as in flight until it is
@@ -59,6 +73,14 @@ void cs__law_pending(struct cs_law *l, int64_t est_ns);
 
 /* 0: launch now. Otherwise how long to sleep (ns) before asking again. */
 int64_t cs__law_wait(const struct cs_law *l, int64_t now);
+
+/* 0: a launch may go now under window w, with `queued_ns` of our own work
+ * still on the GPU (estimated): inside the window, and that work ends
+ * before the window does (so the next tenant finds the GPU drained) —
+ * or nothing of ours is queued, so a launch longer than the window still
+ * runs once per period. Otherwise how long to sleep (ns) until our next
+ * window opens. */
+int64_t cs__law_window_wait(const struct cs_window *w, int64_t queued_ns, int64_t now);
 
 /* True while the tenant is well under its share (more than half of the
  * credit unused): the limiter may then measure only a sample of launches

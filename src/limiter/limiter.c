@@ -505,6 +505,31 @@ static bool law_follow(struct cs_lim_dev *D, int dev, int64_t now)
     return engaged;
 }
 
+/* Our window in the device's coordinated schedule (watch.c), if any. */
+static struct cs_window window_of(const struct cs_lim_dev *D)
+{
+    uint64_t w = __atomic_load_n(&D->window, __ATOMIC_RELAXED);
+    return (struct cs_window){.period_ns = (int64_t)cs__config()->sm_period_us * 1000,
+                              .off_ns = (int64_t)(w >> 32) * 1000,
+                              .len_ns = (int64_t)(w & 0xffffffffu) * 1000};
+}
+
+/* 0 when the law and our window let a launch go now (device mutex held),
+ * else how long to sleep. Held out of the GPU for most of a period, the
+ * tenant may make up that much idle time inside its window. */
+static int64_t pace_wait(struct cs_lim_dev *D, int64_t now)
+{
+    struct cs_window w = window_of(D);
+    cs__law_set_credit(&D->law, w.len_ns ? w.period_ns + D->law.ahead_ns : 0);
+    int64_t wait = cs__law_wait(&D->law, now);
+    if (!wait && w.len_ns) {
+        wait = cs__law_window_wait(&w, D->queue_end_ns > now ? D->queue_end_ns - now : 0, now);
+        if (wait)
+            CS_LIM_STAT_ADD(window_waits, 1);
+    }
+    return wait;
+}
+
 /* Sleeps one pacing slice outside the device mutex. */
 static void pace_sleep(struct cs_lim_dev *D, int64_t wait)
 {
@@ -533,7 +558,7 @@ static struct cs_lim_stream *wait_turn(struct cs_lim_dev *D, struct cs_lim_ctx *
         pthread_mutex_lock(&D->mu);
         *engaged = law_follow(D, cx->dev, now);
         cs__lim_harvest_locked(cx->dev, now);
-        int64_t wait = *engaged ? cs__law_wait(&D->law, now) : 0;
+        int64_t wait = *engaged ? pace_wait(D, now) : 0;
         struct cs_lim_stream *st = stream_get(D, cx, key, rec, now);
         /* Until a first measurement gives an estimate, keep at most two
          * launches in flight; a full FIFO waits for the GPU too. */
@@ -555,9 +580,11 @@ static void issue_ticket(struct cs_lim_ticket *t, struct cs_lim_dev *D, struct c
     if (est <= 0)
         est = D->est[t->kind];
     t->est = (uint64_t)(est > 0 ? est : 0);
+    int64_t now = cs__now_ns();
+    D->queue_end_ns = (D->queue_end_ns > now ? D->queue_end_ns : now) + (int64_t)t->est;
     /* Well under the share (or not pacing at all), a sample of the
      * launches is enough: the others are charged by estimate. */
-    bool estimate_only = est > 0 && (!engaged || cs__law_well_under(&D->law, cs__now_ns())) &&
+    bool estimate_only = est > 0 && (!engaged || cs__law_well_under(&D->law, now)) &&
                          D->launches++ % CS_LIM_SAMPLE != 0;
     if (st && estimate_only) {
         st->tickets++;

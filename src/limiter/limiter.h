@@ -196,6 +196,7 @@ struct cushare_limiter_stats {
                                                  slow path only */
     uint64_t hami_holds;        /* launches HAMi's monitor held back
                                    (recent_kernel < 0) */
+    uint64_t window_waits;      /* launches held until our coordinated window */
 };
 
 #endif

@@ -180,5 +180,40 @@ int main(void)
     printf("burst after 10 s idle at 25%%: %.1f ms of GPU time\n", (double)granted / MS);
     CHECK_LE(granted, (CS_LAW_CREDIT_NS + CS_LAW_AHEAD_NS) / 4 + 100 * US);
     CHECK_GE(granted, (CS_LAW_CREDIT_NS + CS_LAW_AHEAD_NS) / 4 - 100 * US);
+
+    /* A larger credit (a tenant held out of the GPU by its window) allows
+     * that much more after the same idle time. */
+    vt = 0;
+    memset(&l, 0, sizeof l);
+    cs__law_start(&l, &vt, 25, 1);
+    cs__law_set_credit(&l, 54 * MS);
+    granted = 0;
+    while (!cs__law_wait(&l, now)) {
+        cs__law_charge(&l, 100 * US, 0, now);
+        granted += 100 * US;
+    }
+    printf("burst after 10 s idle at 25%% with 54 ms of credit: %.1f ms\n", (double)granted / MS);
+    CHECK_LE(granted, (54 * MS + CS_LAW_AHEAD_NS) / 4 + 100 * US);
+    CHECK_GE(granted, (54 * MS + CS_LAW_AHEAD_NS) / 4 - 100 * US);
+
+    /* Windows: [10, 22.5) ms of every 50 ms period, any epoch. */
+    struct cs_window w = {.period_ns = 50 * MS, .off_ns = 10 * MS, .len_ns = 12500 * US};
+    int64_t base = 1000 * 50 * MS;
+    CHECK_EQ(cs__law_window_wait(&w, 0, base + 10 * MS), 0);        /* opens */
+    CHECK_EQ(cs__law_window_wait(&w, 0, base + 22 * MS), 0);        /* still open */
+    CHECK_EQ(cs__law_window_wait(&w, 0, base + 22500 * US), 37500 * US); /* closed */
+    CHECK_EQ(cs__law_window_wait(&w, 0, base + 5 * MS), 5 * MS);   /* before it */
+    CHECK_EQ(cs__law_window_wait(&w, 0, base - 45 * MS), 5 * MS);  /* an earlier period */
+    /* Our queued work must end inside the window... */
+    CHECK_EQ(cs__law_window_wait(&w, 2 * MS, base + 20 * MS), 0);
+    CHECK_EQ(cs__law_window_wait(&w, 3 * MS, base + 20 * MS), 40 * MS);
+    /* ...but with nothing queued a launch goes, however long it is. */
+    CHECK_EQ(cs__law_window_wait(&w, 0, base + 22400 * US), 0);
+    CHECK_EQ(cs__law_window_wait(&w, 1 * MS, base + 22400 * US), 37600 * US);
+    /* No window, or a degenerate one: launch any time. */
+    struct cs_window none = {.period_ns = 50 * MS};
+    CHECK_EQ(cs__law_window_wait(&none, 5 * MS, base), 0);
+    struct cs_window whole = {.period_ns = 50 * MS, .len_ns = 50 * MS};
+    CHECK_EQ(cs__law_window_wait(&whole, 5 * MS, base), 0);
     return 0;
 }

@@ -2,13 +2,15 @@
 # Issue 17 acceptance on a real GPU (one H200): shares within 2 points, work
 # conserved when tenants share, start-up within 2 % of the plain driver.
 #   tests/gpu/issue17/run.sh BUILD_DIR OUT_DIR [STEP...]
-# Steps (default: limiter diag init):
+# Steps (default: limiter free diag init):
 #   limiter  `cushare bench limiter` on the 4096^2 bf16 matmul, the 16M-element
 #            element-wise kernel and a CUDA-graph replay (4 x Linear 2048,
 #            batch 8, fp16) at 10/25/50/75 % (force), RUNS times each (default
 #            3, the worst run judged), and the mixes 25+75 and 20+30+50 side
 #            by side; targets +-TOL points (default 2) per tenant and >= 97 %
 #            of the limits' sum per mix. OUT/limiter/ (table, CSV, plot).
+#   free     the mixes again without coordinated windows (CUSHARE_SM_PERIOD_US=0),
+#            beside one limit (50): what the windows change. OUT/free/.
 #   diag     what the shares are made of: the matmul at 10 and 50 % with the
 #            watcher's boost inputs logged (debug) beside nvidia-smi's SM clock
 #            and power; the element-wise kernel at 99 % (what measuring every
@@ -22,9 +24,9 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/gpu/common.sh
 . "$here/../common.sh"
-gpu_args 22 "$0" "$@"
+gpu_args 24 "$0" "$@"
 shift 2
-steps=${*:-limiter diag init}
+steps=${*:-limiter free diag init}
 cd "$GPU_ROOT" || exit 1
 deadline=$(($(date +%s) + ${BUDGET_S:-540}))
 echo "== build ($B)"
@@ -45,18 +47,22 @@ workload_args() {
     done
 }
 
-step_limiter() {
-    local args=()
+# bench_limiter NAME LIMITS: the bench into OUT/NAME (log OUT/NAME.log).
+bench_limiter() {
+    local args=() name=$1
     mapfile -t args < <(workload_args)
     "$CLI" bench limiter --secs "$SECS" --warmup "$WARMUP" --runs "${RUNS:-3}" \
-        --limits 10,25,50,75 --mix 25+75 --mix 20+30+50 --tolerance "${TOL:-2}" \
+        --limits "$2" --mix 25+75 --mix 20+30+50 --tolerance "${TOL:-2}" \
         --conserve 97 --start-delay 8 --launchbound none --launchcost none \
-        --out "$OUT/limiter" "${args[@]}" > "$OUT/limiter.log" 2>&1
+        --out "$OUT/$name" "${args[@]}" > "$OUT/$name.log" 2>&1
     local rc=$?
-    cat "$OUT/limiter.log"
-    echo "limiter $([ $rc = 0 ] && echo PASS || echo FAIL): $(tail -1 "$OUT/limiter.log")" \
+    cat "$OUT/$name.log"
+    echo "$name $([ $rc = 0 ] && echo PASS || echo FAIL): $(tail -1 "$OUT/$name.log")" \
         >> "$OUT/summary.txt"
 }
+
+step_limiter() { bench_limiter limiter 10,25,50,75; }
+step_free() { CUSHARE_SM_PERIOD_US=0 bench_limiter free 50; }
 
 # sample_smi FILE: SM clock and power every 0.2 s until killed.
 sample_smi() {
