@@ -34,6 +34,7 @@
 #define CS_LIM_TICK_NS 100000000ll /* watcher period: 100 ms */
 #define CS_LIM_SLEEP_MAX_NS 50000000ll /* one pacing sleep at most 50 ms */
 #define CS_LIM_SAMPLE 8          /* well under the share: measure 1 launch in 8 */
+#define CS_LIM_GROUP 8           /* launches one marker pair may span */
 #define CS_LIM_SIGS 256          /* signature table entries per device (hashed) */
 #define CS_LIM_SIG_WINDOW 16     /* minimum over the last 16..32 measurements */
 #define CS_LIM_SIG_SLACK_PCT 5   /* charge at most the minimum + 5 % */
@@ -49,6 +50,22 @@ struct cs_lim_ctx {
 struct cs_lim_pair {
     CUevent s, e;
     int64_t est;                 /* ns charged as pending until harvested */
+    uint64_t sig;
+    enum cs_lim_kind kind;
+    uint32_t launches;           /* launches of signature sig between s and e */
+};
+
+/* Launches of one signature queued back to back after one start marker,
+ * still open for more (docs/limiter.md, "Groups"): a marker between two
+ * launches costs the GPU ~1.2 us on an H200 and shows up inside the next
+ * launch's measured time, so a pair spans up to CS_LIM_GROUP launches. A
+ * launch joins only while the start marker has not completed: everything
+ * since is still queued, so no idle gap can fall inside the span. */
+struct cs_lim_group {
+    CUevent start;               /* NULL: no group open */
+    uint64_t gen;                /* generation, never 0 */
+    uint32_t n;                  /* launches in it */
+    int64_t est;                 /* their estimates, pending in the law */
     uint64_t sig;
     enum cs_lim_kind kind;
 };
@@ -69,6 +86,7 @@ struct cs_lim_stream {
     CUstream rec;                /* handle to record markers on */
     struct cs_lim_ctx *cx;
     int tickets;                 /* launches between pace and measure */
+    struct cs_lim_group group;   /* the open group, if any */
     uint32_t head, n;            /* FIFO of pairs, oldest first */
     int64_t used_ns;             /* last launch: eviction order */
     struct cs_lim_pair fifo[CS_LIM_FIFO];
@@ -91,6 +109,10 @@ struct cs_lim_dev {
     int64_t est[CS_LIM_NKINDS];  /* EMA of measured GPU ns per launch */
     uint64_t measured;           /* pairs harvested */
     uint64_t inflight;           /* pairs pushed, not harvested */
+    int groups;                  /* streams with an open group */
+    int group_ok;                /* atomic; written by the watcher: nobody
+                                    else busy on the device, or we have a
+                                    window: a pair may span several launches */
     uint64_t launches;           /* slow-path launches: sampling counter */
     uint64_t own_total;          /* atomic: GPU ns this process was charged */
     uint64_t own_work;           /* atomic: the same launches at their

@@ -259,6 +259,11 @@ static void ctx_lost(struct cs_lim_dev *D, struct cs_lim_ctx *cx)
             cs__law_pending(&D->law, -st->fifo[st->head].est);
             D->inflight--;
         }
+        if (st->group.start) {
+            cs__law_pending(&D->law, -st->group.est);
+            st->group.start = NULL;
+            D->groups--;
+        }
     }
     cs_info(SUBSYS, "a context of device %d went away; its markers are dropped",
             (int)(D - cs__lim_devs));
@@ -319,7 +324,7 @@ static struct cs_lim_stream *stream_get(struct cs_lim_dev *D, struct cs_lim_ctx 
         /* Reuse the least recently used idle record. */
         for (int i = 0; i < D->nstreams; i++) {
             struct cs_lim_stream *c = D->streams[i];
-            if (!c->n && !c->tickets && (!st || c->used_ns < st->used_ns))
+            if (!c->n && !c->tickets && !c->group.start && (!st || c->used_ns < st->used_ns))
                 st = c;
         }
         if (!st) {
@@ -426,10 +431,12 @@ static uint64_t harvest_stream(struct cs_lim_dev *D, struct cs_lim_stream *st, i
         CUresult r = cs_drv.cuEventElapsedTime_v2 ? cs_drv.cuEventElapsedTime_v2(&ms, p->s, p->e)
                                                   : cs_drv.cuEventElapsedTime(&ms, p->s, p->e);
         if (r == CUDA_SUCCESS && ms > 0) {
-            int64_t w;
-            int64_t ns = sig_charge(D, p->sig, (int64_t)((double)ms * 1e6), &w);
-            got += (uint64_t)ns;
-            *work += (uint64_t)w;
+            /* The launches of a group are of one signature: each took
+             * its share of the span. */
+            int64_t w, n = p->launches ? p->launches : 1;
+            int64_t ns = sig_charge(D, p->sig, (int64_t)((double)ms * 1e6) / n, &w);
+            got += (uint64_t)(ns * n);
+            *work += (uint64_t)(w * n);
             int64_t *est = &D->est[p->kind];
             *est = *est ? *est + (ns - *est) / 4 : ns;
         }
@@ -445,18 +452,88 @@ static uint64_t harvest_stream(struct cs_lim_dev *D, struct cs_lim_stream *st, i
     return got;
 }
 
+/* Charges `ns` of our work by estimate, `pending` of it pending until now
+ * (device mutex held): in our slot, the tenant's clock and our work. */
+static void charge_by_estimate(struct cs_lim_dev *D, int dev, uint64_t sig, uint32_t launches,
+                               int64_t ns, int64_t pending, int64_t now)
+{
+    if (ns <= 0) {
+        cs__law_pending(&D->law, -pending);
+        return;
+    }
+    struct cs_ledger_slot *s = cs__lim_my_slot();
+    if (s)
+        __atomic_fetch_add(&s->gpu_ns[dev], (uint64_t)ns, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&D->own_total, (uint64_t)ns, __ATOMIC_RELAXED);
+    int64_t n = launches ? launches : 1;
+    __atomic_fetch_add(&D->own_work, (uint64_t)(sig_work(D, sig, ns / n) * n), __ATOMIC_RELAXED);
+    if (D->law_running)
+        cs__law_charge(&D->law, (uint64_t)ns, pending, now);
+    else
+        cs__law_pending(&D->law, -pending);
+}
+
+/* The open group's start marker has not completed: all of it is queued. */
+static bool group_queued(const struct cs_lim_stream *st)
+{
+    return cs_drv.cuEventQuery(st->group.start) == CUDA_ERROR_NOT_READY;
+}
+
+/* The GPU caught up with the open group, so its end may be followed by
+ * idle time a late end marker would measure: its launches are charged by
+ * estimate instead (device mutex held). */
+static void group_drop(struct cs_lim_dev *D, struct cs_lim_stream *st, int64_t now)
+{
+    struct cs_lim_group *g = &st->group;
+    CS_LIM_STAT_ADD(groups_estimated, 1);
+    charge_by_estimate(D, st->cx->dev, g->sig, g->n, g->est, g->est, now);
+    pool_put(st->cx, g->start);
+    g->start = NULL;
+    D->groups--;
+}
+
+/* Records the end marker of the open group now, right behind its last
+ * launch, and queues the pair for harvest (device mutex held). */
+static void group_close(struct cs_lim_dev *D, struct cs_lim_stream *st, int64_t now)
+{
+    struct cs_lim_group *g = &st->group;
+    struct cs_lim_ctx *cx = st->cx;
+    CUevent e = st->n < CS_LIM_FIFO ? pool_get(cx) : NULL;
+    CUresult r = e ? record(e, st->rec) : CUDA_ERROR_NOT_READY;
+    if (r != CUDA_SUCCESS && ctx_gone(r)) {
+        ctx_lost(D, cx);
+        return;
+    }
+    if (r != CUDA_SUCCESS) {
+        pool_put(cx, e);
+        group_drop(D, st, now);
+        return;
+    }
+    struct cs_lim_pair *p = &st->fifo[(st->head + st->n) % CS_LIM_FIFO];
+    *p = (struct cs_lim_pair){.s = g->start, .e = e, .est = g->est, .sig = g->sig,
+                              .kind = g->kind, .launches = g->n};
+    st->n++;
+    D->inflight++;
+    g->start = NULL;
+    D->groups--;
+}
+
 void cs__lim_harvest_locked(int d, int64_t now)
 {
     struct cs_lim_dev *D = &cs__lim_devs[d];
     uint64_t own = 0, work = 0;
     int64_t est_done = 0;
-    if (D->inflight) {
+    if (D->inflight || D->groups) {
         /* Event queries: never in a mode that would invalidate a capture. */
         struct cs_capture_guard g;
         cs__capture_unsafe_begin(&g);
-        for (int i = 0; i < D->nstreams; i++)
-            if (D->streams[i]->n)
-                own += harvest_stream(D, D->streams[i], &est_done, &work);
+        for (int i = 0; i < D->nstreams; i++) {
+            struct cs_lim_stream *st = D->streams[i];
+            if (st->n)
+                own += harvest_stream(D, st, &est_done, &work);
+            if (st->group.start && !st->tickets && !group_queued(st))
+                group_drop(D, st, now);
+        }
         cs__capture_unsafe_end(&g);
     }
     if (own) {
@@ -571,10 +648,33 @@ static struct cs_lim_stream *wait_turn(struct cs_lim_dev *D, struct cs_lim_ctx *
     }
 }
 
+/* Opens a group on st with a start marker recorded now (device mutex
+ * held); false when no marker could be recorded. */
+static bool group_open(struct cs_lim_dev *D, struct cs_lim_ctx *cx, struct cs_lim_stream *st,
+                       const struct cs_lim_ticket *t)
+{
+    CUevent ev = pool_get(cx);
+    CUresult r = ev ? record(ev, st->rec) : CUDA_ERROR_OUT_OF_MEMORY;
+    if (r != CUDA_SUCCESS) {
+        if (ctx_gone(r))
+            ctx_lost(D, cx);
+        else
+            pool_put(cx, ev);
+        return false;
+    }
+    static uint64_t gens; /* under the device mutex of whichever device; only unique */
+    st->group = (struct cs_lim_group){.start = ev, .gen = __atomic_add_fetch(&gens, 1,
+                                                                            __ATOMIC_RELAXED),
+                                      .sig = t->sig, .kind = t->kind};
+    D->groups++;
+    return true;
+}
+
 /* Issues the ticket for a launch whose turn has come (device mutex held):
- * an estimate only, or a start marker recorded on `rec`. */
+ * it joins the stream's open group (no marker), opens a new one (a start
+ * marker recorded on `rec`), or is only estimated. */
 static void issue_ticket(struct cs_lim_ticket *t, struct cs_lim_dev *D, struct cs_lim_ctx *cx,
-                         struct cs_lim_stream *st, CUstream rec, bool engaged)
+                         struct cs_lim_stream *st, bool engaged)
 {
     int64_t est = sig_estimate(D, t->sig);
     if (est <= 0)
@@ -582,32 +682,41 @@ static void issue_ticket(struct cs_lim_ticket *t, struct cs_lim_dev *D, struct c
     t->est = (uint64_t)(est > 0 ? est : 0);
     int64_t now = cs__now_ns();
     D->queue_end_ns = (D->queue_end_ns > now ? D->queue_end_ns : now) + (int64_t)t->est;
+    t->stream = NULL;
+    t->start = NULL;
+    t->group = 0;
+    if (!st)
+        return;
+    struct cs_lim_group *g = &st->group;
+    if (g->start) {
+        bool queued = group_queued(st);
+        if (queued && t->est && t->sig && g->sig == t->sig && g->n < CS_LIM_GROUP &&
+            __atomic_load_n(&D->group_ok, __ATOMIC_RELAXED))
+            goto join;
+        if (queued)
+            group_close(D, st, now);
+        else
+            group_drop(D, st, now);
+    }
     /* Well under the share (or not pacing at all), a sample of the
      * launches is enough: the others are charged by estimate. */
     bool estimate_only = est > 0 && (!engaged || cs__law_well_under(&D->law, now)) &&
                          D->launches++ % CS_LIM_SAMPLE != 0;
-    if (st && estimate_only) {
+    if (estimate_only) {
         st->tickets++;
         t->stream = st;
-        t->start = NULL;
         return;
     }
-    CUevent ev = st ? pool_get(cx) : NULL;
-    if (ev) {
-        CUresult r = record(ev, rec);
-        if (r != CUDA_SUCCESS) {
-            if (ctx_gone(r))
-                ctx_lost(D, cx);
-            else
-                pool_put(cx, ev);
-            ev = NULL;
-        }
-    }
-    if (ev) {
-        st->tickets++;
-        t->stream = st;
-        t->start = ev;
-    }
+    if (!group_open(D, cx, st, t))
+        return;
+    t->start = g->start;
+join:
+    g->n++;
+    g->est += (int64_t)t->est;
+    cs__law_pending(&D->law, (int64_t)t->est);
+    st->tickets++;
+    t->stream = st;
+    t->group = g->gen;
 }
 
 /* HAMi's monitor holds back a limited container whose priority is lower
@@ -658,73 +767,56 @@ void cs__limiter_pace(struct cs_lim_ticket *t, CUstream stream, enum cs_lim_path
         struct cs_lim_stream *st = wait_turn(D, cx, key, rec, &engaged);
         struct cs_capture_guard g;
         cs__capture_unsafe_begin(&g);
-        issue_ticket(t, D, cx, st, rec, engaged);
+        issue_ticket(t, D, cx, st, engaged);
         cs__capture_unsafe_end(&g);
         pthread_mutex_unlock(&D->mu);
     }
 }
 
-/* Charges a launch that was not sampled at its estimate (device mutex
- * held). */
-static void charge_estimate(struct cs_lim_dev *D, int dev, const struct cs_lim_ticket *t)
+/* After the launch of a ticket that joined or opened a group (device
+ * mutex held): a failed launch leaves it. It is closed right behind this
+ * launch when full, when its launches cannot be told apart (no signature
+ * or no estimate yet), or when the GPU has reached its start already:
+ * nothing queued, so no later launch could join it without a gap. */
+static void group_after_launch(struct cs_lim_dev *D, struct cs_lim_stream *st,
+                               const struct cs_lim_ticket *t, CUresult launched, int64_t now)
 {
-    uint64_t ns = t->est;
-    if (!ns)
-        return;
-    struct cs_ledger_slot *s = cs__lim_my_slot();
-    if (s)
-        __atomic_fetch_add(&s->gpu_ns[dev], ns, __ATOMIC_RELAXED);
-    __atomic_fetch_add(&D->own_total, ns, __ATOMIC_RELAXED);
-    __atomic_fetch_add(&D->own_work, (uint64_t)sig_work(D, t->sig, (int64_t)ns), __ATOMIC_RELAXED);
-    if (D->law_running)
-        cs__law_charge(&D->law, ns, 0, cs__now_ns());
-}
-
-/* Records the end marker of a sampled launch and queues the pair (device
- * mutex held). */
-static void queue_pair(struct cs_lim_dev *D, struct cs_lim_stream *st,
-                       const struct cs_lim_ticket *t, CUresult launched)
-{
-    struct cs_lim_ctx *cx = st->cx;
-    CUevent e = launched == CUDA_SUCCESS ? pool_get(cx) : NULL;
-    CUresult r = e ? record(e, st->rec) : CUDA_SUCCESS;
-    if (r != CUDA_SUCCESS && ctx_gone(r)) {
-        ctx_lost(D, cx);
+    struct cs_lim_group *g = &st->group;
+    if (!g->start || g->gen != t->group)
+        return; /* closed meanwhile by another thread's launch: charged with it */
+    if (launched != CUDA_SUCCESS) {
+        g->n--;
+        g->est -= (int64_t)t->est;
+        cs__law_pending(&D->law, -(int64_t)t->est);
+        if (!g->n) {
+            pool_put(st->cx, g->start);
+            g->start = NULL;
+            D->groups--;
+        }
         return;
     }
-    if (r != CUDA_SUCCESS || !e || st->n >= CS_LIM_FIFO) {
-        pool_put(cx, t->start);
-        pool_put(cx, e);
-        return;
-    }
-    struct cs_lim_pair *p = &st->fifo[(st->head + st->n) % CS_LIM_FIFO];
-    p->s = t->start;
-    p->e = e;
-    p->est = (int64_t)t->est;
-    p->sig = t->sig;
-    p->kind = t->kind;
-    st->n++;
-    D->inflight++;
-    cs__law_pending(&D->law, (int64_t)t->est);
     struct cs_ledger_slot *s = cs__lim_my_slot();
     if (s)
-        __atomic_store_n(&s->last_launch_ns[cx->dev], (uint64_t)cs__now_ns(), __ATOMIC_RELAXED);
+        __atomic_store_n(&s->last_launch_ns[st->cx->dev], (uint64_t)now, __ATOMIC_RELAXED);
+    struct cs_capture_guard cg;
+    cs__capture_unsafe_begin(&cg);
+    if (g->n >= CS_LIM_GROUP || !g->sig || !t->est || !group_queued(st))
+        group_close(D, st, now);
+    cs__capture_unsafe_end(&cg);
 }
 
 void cs__limiter_measure(struct cs_lim_ticket *t, CUresult launched)
 {
     struct cs_lim_stream *st = t->stream;
     struct cs_lim_dev *D = &cs__lim_devs[st->cx->dev];
+    int64_t now = cs__now_ns();
     pthread_mutex_lock(&D->mu);
     st->tickets--;
-    if (!t->start) {
+    if (!t->group) {
         if (launched == CUDA_SUCCESS)
-            charge_estimate(D, st->cx->dev, t);
+            charge_by_estimate(D, st->cx->dev, t->sig, 1, (int64_t)t->est, 0, now);
     } else {
-        struct cs_capture_guard g;
-        cs__capture_unsafe_begin(&g);
-        queue_pair(D, st, t, launched);
-        cs__capture_unsafe_end(&g);
+        group_after_launch(D, st, t, launched, now);
     }
     pthread_mutex_unlock(&D->mu);
 }

@@ -38,8 +38,11 @@ enum cs_lim_kind { CS_LIM_KERNEL = 0, CS_LIM_GRAPH = 1, CS_LIM_MEMSET = 2, CS_LI
 /* Carried from before_launch to after_launch on the caller's stack. */
 struct cs_lim_ticket {
     void *stream;       /* limiter's stream record; NULL = nothing to do */
-    CUevent start;      /* start marker recorded before the launch; NULL:
-                           not sampled, charge the estimate instead */
+    CUevent start;      /* start marker recorded before the launch (it
+                           opened a group), else NULL */
+    uint64_t group;     /* generation of the stream's group the launch
+                           joined (internal.h); 0: not sampled, charge the
+                           estimate instead */
     uint64_t est;       /* GPU time expected of this launch (ns) */
     uint64_t sig;       /* kernel signature (cs__lim_sig_*), 0 = unknown */
     enum cs_lim_kind kind;
@@ -197,6 +200,8 @@ struct cushare_limiter_stats {
     uint64_t hami_holds;        /* launches HAMi's monitor held back
                                    (recent_kernel < 0) */
     uint64_t window_waits;      /* launches held until our coordinated window */
+    uint64_t groups_estimated;  /* groups the GPU caught up with: charged by
+                                   estimate, not measured */
 };
 
 #endif
