@@ -22,13 +22,14 @@
  *
  *   setup_begin     the set-up thread began
  *   ledger_ready    ledger opened and slot claimed (or failed)
- *   setup_end       set-up finished (or failed)
+ *   setup_end       set-up finished: node registry and HAMi region too
+ *                   (or failed)
  *
  * When the first intercepted call is not cuInit, or no thread can be
  * started, the set-up runs on the calling thread and the driver is called
- * after it: setup_end <= driver_enter. Before version 2 that was always so
- * and only wrapper_enter, ledger_ready, real_init_done and the identity
- * were stamped.
+ * after it: setup_end <= driver_enter. Before version 2 the set-up always
+ * ran so, and only wrapper_enter, ledger_ready (then stamped after the
+ * node registry too), real_init_done and the identity were stamped.
  */
 #ifndef CUSHARE_PHASES_H
 #define CUSHARE_PHASES_H

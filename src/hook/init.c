@@ -265,13 +265,17 @@ static int open_ledger(void)
     }
     if (rc)
         return rc;
-    rc = cs__ledger_claim(&cs_rt.ledger);
-    if (!rc)
-        cs__node_register(cs_rt.cfg.registry_path, cs_rt.ledger.path, cs_rt.ledger.fd,
-                          cs_rt.ledger.hdr->created_ns);
-    if (!rc && private_ledger)
+    return cs__ledger_claim(&cs_rt.ledger);
+}
+
+/* Our slot is claimed: let the node view find the ledger, and drop a
+ * private ledger's name. */
+static void announce_ledger(void)
+{
+    cs__node_register(cs_rt.cfg.registry_path, cs_rt.ledger.path, cs_rt.ledger.fd,
+                      cs_rt.ledger.hdr->created_ns);
+    if (private_ledger)
         settle_private_ledger();
-    return rc;
 }
 
 static int first_init(void)
@@ -292,6 +296,7 @@ static int first_init(void)
         cs_err("init", "no ledger, so no accounting: CUDA initialisation fails (fail closed)");
         return rc;
     }
+    announce_ledger();
     /* HAMi's monitor must see every tenant it limits: no region, no CUDA. */
     rc = cs__hami_open(&cs_rt.cfg, &cs_rt.ledger);
     if (rc) {
