@@ -37,6 +37,7 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -337,6 +338,9 @@ int cs__ledger_claim(struct cs_ledger *l)
         init_slot(l, i);
         l->slot = i;
         l->owner_pid = getpid();
+        /* Our slot's page is touched: scans may read ahead (ledger.c). */
+        if (l->tenant)
+            madvise(l->hdr, l->map_len, MADV_NORMAL);
         reap_and_heal_if_idle(l);
         pthread_mutex_unlock(&slot_mu);
         cs_debug(SUBSYS, "ledger %s: claimed slot %d", l->path, i);
