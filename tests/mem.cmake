@@ -76,6 +76,27 @@ cs_mem_ctx_test(mem_ctx_cycles test_ctx_cycles.c "CUDA_DEVICE_MEMORY_LIMIT=64m"
   "CUSHARE_BOARD=${CMAKE_BINARY_DIR}/tmp/mem_ctx_cycles.board")
 cs_mem_ctx_test(mem_ctx_sigkill test_ctx_sigkill.c "CUDA_DEVICE_MEMORY_LIMIT=64m"
   "FAKECUDA_CTX_BYTES=16m" "FAKECUDA_CTX_EXTRA_BYTES=8m")
+# cuInit's set-up beside the driver's cuInit (src/hook/init.c), forced into
+# that order by the ledger's test hook, and failing closed there: one
+# in-process executable (the hook is not exported), one test per case.
+add_executable(mem_init_overlap mem/test_init_overlap.c mem/inproc.c ${CS_MEM_INPROC_SRC}
+  $<TARGET_OBJECTS:cs_common>)
+target_link_libraries(mem_init_overlap PRIVATE fakecuda_driver cs_test_support dl pthread m)
+target_include_directories(mem_init_overlap PRIVATE ${CMAKE_SOURCE_DIR}/tests
+  ${CMAKE_SOURCE_DIR}/tests/mem)
+set_target_properties(mem_init_overlap PROPERTIES ENABLE_EXPORTS ON)
+add_dependencies(mem_init_overlap fakecuda_driver fakecuda_nvml)
+foreach(case overlap fail)
+  set(name mem_init_overlap_${case})
+  add_test(NAME ${name} COMMAND mem_init_overlap ${case})
+  set_tests_properties(${name} PROPERTIES TIMEOUT 60 LABELS "sanitize;tsan"
+    FIXTURES_REQUIRED ${name}_clean ENVIRONMENT
+    "${CS_TEST_ENV};FAKECUDA_MEM=1g;CUDA_DEVICE_MEMORY_LIMIT=64m;CUDA_DEVICE_MEMORY_SHARED_CACHE=${CMAKE_BINARY_DIR}/tmp/${name}.ledger;FAKECUDA_STATE=${CMAKE_BINARY_DIR}/tmp/${name}.fake")
+  add_test(NAME ${name}_clean COMMAND rm -f ${CMAKE_BINARY_DIR}/tmp/${name}.ledger
+           ${CMAKE_BINARY_DIR}/tmp/${name}.fake)
+  set_tests_properties(${name}_clean PROPERTIES FIXTURES_SETUP ${name}_clean)
+endforeach()
+
 # Private ledgers (no CUDA_DEVICE_MEMORY_SHARED_CACHE) leave nothing behind:
 # killed, exec'd, fork children; dead files swept, live and foreign kept.
 # One source, the case is its argument; "foreign" needs root (else SKIP).
@@ -98,7 +119,7 @@ target_include_directories(mem_fork_locks PRIVATE ${CMAKE_SOURCE_DIR}/tests
   ${CMAKE_SOURCE_DIR}/tests/mem)
 set_target_properties(mem_fork_locks PROPERTIES ENABLE_EXPORTS ON)
 add_dependencies(mem_fork_locks libcushare fakecuda_driver fakecuda_nvml)
-foreach(case init contexts track pools graph slots shares vmm ledger_guard arm watch_start
+foreach(case init init_setup contexts track pools graph slots shares vmm ledger_guard arm watch_start
         limiter_contexts limiter_devices watcher_tick tenant park graph_charges)
   add_test(NAME mem_fork_${case} COMMAND mem_fork_locks ${case})
   set_tests_properties(mem_fork_${case} PROPERTIES TIMEOUT 60 ENVIRONMENT

@@ -32,15 +32,22 @@ int cs_bench_worker(int argc, char **argv);
  * the dispatcher reports "not built" while the symbol is absent. */
 int cs_bench_limiter(int argc, char **argv) __attribute__((weak));
 
-/* Per-worker phase vector, in order of occurrence. Each entry is a
- * CLOCK_MONOTONIC timestamp; 0 means "not reached". cushare-only phases
- * come from cushare_phases() (include/cushare/phases.h). */
+/* Per-worker phase vector, in order of occurrence, except that cushare's
+ * set-up (setup_begin, ledger, setup_end) runs on a thread of its own
+ * beside the driver's cuInit: after wrapper and before joined, in any
+ * order with driver and real_init. Each entry is a CLOCK_MONOTONIC
+ * timestamp; 0 means "not reached". cushare-only phases come from
+ * cushare_phases() (include/cushare/phases.h). */
 #define CS_BENCH_PHASES(X)                                                    \
     X(WOKE, "woke")           /* worker returned from the barrier read      */ \
     X(ENTER, "enter")         /* worker about to call cuInit                */ \
     X(WRAPPER, "wrapper")     /* cushare: wrapper entered                   */ \
+    X(DRIVER, "driver")       /* cushare: driver resolved, set-up started: the driver's cuInit called */ \
+    X(SETUP_BEGIN, "setup_begin") /* cushare: set-up thread began         */ \
     X(LEDGER, "ledger")       /* cushare: ledger opened, slot claimed       */ \
+    X(SETUP_END, "setup_end") /* cushare: set-up finished (registry, HAMi region too) */ \
     X(REAL_INIT, "real_init") /* cushare: the driver's cuInit returned      */ \
+    X(JOINED, "joined")       /* cushare: cuInit has the set-up's outcome   */ \
     X(IDENTITY, "identity")   /* cushare: identity tier decided (may be late) */ \
     X(RETURNED, "returned")   /* cuInit returned to the worker              */ \
     X(CTX, "ctx")             /* --ctx: primary context retained and current */ \
@@ -135,7 +142,7 @@ static inline bool cs_bench_reached(const struct cs_bench_record *w, enum cs_ben
  * per worker. Workers write their own slot only; the parent reads slots
  * after the worker is reaped. */
 #define BENCH_MAGIC 0x31544e4948534355ull /* "UCSHINT1" */
-#define BENCH_VERSION 1u
+#define BENCH_VERSION 2u
 
 enum bench_mode { MODE_BASELINE = 0, MODE_CUSHARE = 1 };
 extern const char *const cs_bench_mode_names[2];
@@ -165,11 +172,11 @@ struct bench_slot {
     uint32_t reserved0;     /* 20 */
     uint64_t lock_waits;    /* 24 */
     uint64_t t[CS_BENCH_NPHASES]; /* 32 CLOCK_MONOTONIC ns, 0 = not reached */
-    uint8_t reserved1[128 - 32 - 8 * CS_BENCH_NPHASES];
+    uint8_t reserved1[192 - 32 - 8 * CS_BENCH_NPHASES];
 };
 
 _Static_assert(sizeof(struct bench_header) == 64, "bench header layout");
-_Static_assert(sizeof(struct bench_slot) == 128, "bench slot layout (one slot per two lines)");
+_Static_assert(sizeof(struct bench_slot) == 192, "bench slot layout (one slot per three lines)");
 
 static inline struct bench_slot *cs_bench_slot_at(struct bench_header *h, size_t i)
 {

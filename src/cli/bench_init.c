@@ -17,9 +17,11 @@
  * cuInit(0) to just after it returns. Loading libcuda.so.1 happens before
  * the barrier in both modes (as for a program linked against it) and is not
  * timed; in cushare mode the latency includes everything the library does
- * lazily on the first call (configuration, resolving the real driver,
- * opening the ledger and claiming a slot, identity) plus the driver's own
- * cuInit; in baseline mode it is the driver's cuInit alone. Context-ready
+ * lazily on the first call (resolving the real driver, then, beside the
+ * driver's own cuInit, configuration, opening the ledger and claiming a
+ * slot; identity) and the driver's cuInit: the longer of the set-up and
+ * the driver, plus what is on the caller's path alone (the phases tell);
+ * in baseline mode it is the driver's cuInit alone. Context-ready
  * latency (--ctx) is from the release to the primary context being current,
  * so it includes the release offset (scheduler delay before cuInit).
  *

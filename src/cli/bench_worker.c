@@ -57,12 +57,17 @@ static void copy_phases(cushare_phases_fn phases, struct bench_slot *s)
         return;
     struct cushare_phases ph;
     memset(&ph, 0, sizeof ph);
+    ph.version = CUSHARE_PHASES_VERSION;
     phases(&ph);
     if (ph.version != CUSHARE_PHASES_VERSION)
         return;
     s->t[CS_BENCH_WRAPPER] = ph.wrapper_enter_ns;
+    s->t[CS_BENCH_DRIVER] = ph.driver_enter_ns;
+    s->t[CS_BENCH_SETUP_BEGIN] = ph.setup_begin_ns;
     s->t[CS_BENCH_LEDGER] = ph.ledger_ready_ns;
+    s->t[CS_BENCH_SETUP_END] = ph.setup_end_ns;
     s->t[CS_BENCH_REAL_INIT] = ph.real_init_done_ns;
+    s->t[CS_BENCH_JOINED] = ph.joined_ns;
     s->t[CS_BENCH_IDENTITY] = ph.identity_done_ns;
     s->tier = ph.identity_tier < CS_IDENTITY_NTIERS ? ph.identity_tier : CS_IDENTITY_UNKNOWN;
     s->lock_waits = ph.lock_waits;

@@ -24,6 +24,14 @@ static inline void cs__mutex_reset(pthread_mutex_t *m)
     memcpy(m, &fresh, sizeof fresh);
 }
 
+/* The same for a condition variable: waiters of the parent are not the
+ * child's (only the forking thread exists there). */
+static inline void cs__cond_reset(pthread_cond_t *c)
+{
+    static const pthread_cond_t fresh = PTHREAD_COND_INITIALIZER;
+    memcpy(c, &fresh, sizeof fresh);
+}
+
 /* Order of the registered resets: mem's before the limiter's, as they ran
  * when init.c named them (neither reads the other's state). */
 enum cs_fork_order { CS_FORK_MEM = 1, CS_FORK_LIMITER = 2 };

@@ -12,16 +12,25 @@
 #include "hook/hooks.h"
 #include "hook/runtime.h"
 
+/* Our set-up runs beside the driver's cuInit (init.c says why); a set-up
+ * that failed fails cuInit even where the driver's succeeded. */
 CUresult CUDAAPI cuInit(unsigned int Flags)
 {
     cs__phase_mark(CS_PHASE_WRAPPER_ENTER);
-    int rc = cs__init();
+    struct cs_init_job job;
+    int rc = cs__init_start(&job);
     if (rc)
         return cs__init_error(rc);
-    if (!cs_real.cuInit)
-        return CUDA_ERROR_NOT_FOUND;
-    CUresult r = cs_real.cuInit(Flags);
-    cs__phase_mark(CS_PHASE_REAL_INIT_DONE);
+    CUresult r = CUDA_ERROR_NOT_FOUND;
+    cs__phase_mark(CS_PHASE_DRIVER_ENTER);
+    if (cs_real.cuInit) {
+        r = cs_real.cuInit(Flags);
+        cs__phase_mark(CS_PHASE_REAL_INIT_DONE);
+    }
+    rc = cs__init_finish(&job);
+    cs__phase_mark(CS_PHASE_JOINED);
+    if (rc)
+        return cs__init_error(rc);
     if (r == CUDA_SUCCESS)
         cs__init_devices();
     return r;

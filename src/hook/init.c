@@ -4,11 +4,24 @@
  * driver and claiming a ledger slot. The path takes no cross-process lock:
  * the ledger is created by link() and slots are claimed with per-slot OFD
  * locks (src/ledger). Within the process a mutex orders the first callers.
+ *
+ * The first call is nearly always cuInit, and the driver's own cuInit is
+ * slow (~97 ms on the H200) while ours is a few milliseconds of file work
+ * that does not need the driver. So cuInit runs the set-up on a thread of
+ * its own while it calls the driver, and waits for it before returning:
+ * start-up costs the longer of the two instead of their sum. Fail closed
+ * all the same: a set-up that fails leaves the sticky error every
+ * intercepted entry point returns (cuInit included), so the driver is then
+ * initialised but no context and no allocation is ever made through us
+ * without a ledger; a caller that comes while the set-up runs waits for
+ * it. include/cushare/phases.h names the stamps of each part.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
@@ -61,8 +74,12 @@ void cs__phase_mark(enum cs_phase p)
 {
     uint64_t *field[] = {
         [CS_PHASE_WRAPPER_ENTER] = &phases.wrapper_enter_ns,
+        [CS_PHASE_DRIVER_ENTER] = &phases.driver_enter_ns,
+        [CS_PHASE_SETUP_BEGIN] = &phases.setup_begin_ns,
         [CS_PHASE_LEDGER_READY] = &phases.ledger_ready_ns,
+        [CS_PHASE_SETUP_END] = &phases.setup_end_ns,
         [CS_PHASE_REAL_INIT_DONE] = &phases.real_init_done_ns,
+        [CS_PHASE_JOINED] = &phases.joined_ns,
         [CS_PHASE_IDENTITY_DONE] = &phases.identity_done_ns,
     };
     uint64_t zero = 0;
@@ -79,16 +96,31 @@ void cs__phase_identity(uint32_t tier, uint64_t lock_waits)
 
 CS_EXPORT void cushare_phases(struct cushare_phases *out)
 {
-    if (out)
-        *out = phases;
+    if (!out)
+        return;
+    /* A caller of version 1 has room for version 1 only. */
+    bool v1 = out->version < CUSHARE_PHASES_VERSION;
+    struct cushare_phases p = phases;
+    p.version = v1 ? 1 : CUSHARE_PHASES_VERSION;
+    memcpy(out, &p, v1 ? CUSHARE_PHASES_V1_SIZE : sizeof p);
 }
 
-/* 0 not started, 1 ready, <0 sticky failure. Published with release after
- * cs_rt is complete; hot paths read it with acquire and take no lock. */
+/* init_state: where initialisation stands, or a sticky failure (<0, the
+ * -errno of the failed set-up). Published with release after cs_rt is
+ * complete; hot paths read it with acquire and take no lock. Written only
+ * under init_mutex (and in the fork child handler). */
+enum {
+    INIT_NONE = 0,       /* not started */
+    INIT_READY = 1,
+    INIT_AFTER_FORK = 2, /* a fork child of a ready process: claim a slot of its own */
+    INIT_RUNNING = 3,    /* the set-up thread is at it */
+};
 static int init_state;
+static int running_from;  /* under init_mutex: INIT_NONE or INIT_AFTER_FORK, while RUNNING */
 /* Orders the first callers of cs__init; also serialises cs__init_devices
  * (cs_rt.device_count, cs_rt.dev[]). */
 static pthread_mutex_t init_mutex = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t init_settled = PTHREAD_COND_INITIALIZER; /* RUNNING ended */
 static bool exit_handler_installed; /* under init_mutex; atexit survives fork */
 
 /* Without CUDA_DEVICE_MEMORY_SHARED_CACHE the tenant is this process and
@@ -137,11 +169,13 @@ static void on_exit_leave(void)
  * parent's death stays visible, and an unnamed private ledger stays
  * reachable: async-signal-safe, through /proc/self/fd), and re-initialise
  * lazily. Without /proc the descriptor is dropped and the path opened
- * later. An initialisation the parent had in progress (init_state 0) is
- * the child's to do again from the start. */
+ * later. An initialisation the parent had in progress (init_state 0, or
+ * RUNNING on a set-up thread the child does not have) is the child's to
+ * do again from where it started. */
 static void on_fork_child(void)
 {
     cs__mutex_reset(&init_mutex);
+    cs__cond_reset(&init_settled);
     if (cs_rt.ledger.fd >= 0) {
         int own = cs__ledger_reopen_fd(cs_rt.ledger.fd, cs_rt.ledger.read_only ? O_RDONLY
                                                                                : O_RDWR);
@@ -149,8 +183,10 @@ static void on_fork_child(void)
         cs_rt.ledger.fd = own;
     }
     cs_rt.ledger.slot = -1;
-    if (init_state == 1)
-        init_state = 2; /* "re-initialise after fork" */
+    if (init_state == INIT_READY)
+        init_state = INIT_AFTER_FORK;
+    else if (init_state == INIT_RUNNING)
+        init_state = running_from;
     phases = (struct cushare_phases){.version = CUSHARE_PHASES_VERSION};
     cs__ledger_atfork_child();
     cs__fork_child_run();
@@ -229,13 +265,17 @@ static int open_ledger(void)
     }
     if (rc)
         return rc;
-    rc = cs__ledger_claim(&cs_rt.ledger);
-    if (!rc)
-        cs__node_register(cs_rt.cfg.registry_path, cs_rt.ledger.path, cs_rt.ledger.fd,
-                          cs_rt.ledger.hdr->created_ns);
-    if (!rc && private_ledger)
+    return cs__ledger_claim(&cs_rt.ledger);
+}
+
+/* Our slot is claimed: let the node view find the ledger, and drop a
+ * private ledger's name. */
+static void announce_ledger(void)
+{
+    cs__node_register(cs_rt.cfg.registry_path, cs_rt.ledger.path, cs_rt.ledger.fd,
+                      cs_rt.ledger.hdr->created_ns);
+    if (private_ledger)
         settle_private_ledger();
-    return rc;
 }
 
 static int first_init(void)
@@ -256,6 +296,7 @@ static int first_init(void)
         cs_err("init", "no ledger, so no accounting: CUDA initialisation fails (fail closed)");
         return rc;
     }
+    announce_ledger();
     /* HAMi's monitor must see every tenant it limits: no region, no CUDA. */
     rc = cs__hami_open(&cs_rt.cfg, &cs_rt.ledger);
     if (rc) {
@@ -271,6 +312,7 @@ static int reinit_after_fork(void)
     int rc = cs__ledger_after_fork(&cs_rt.ledger);
     if (!rc)
         rc = cs__ledger_claim(&cs_rt.ledger);
+    cs__phase_mark(CS_PHASE_LEDGER_READY);
     if (!rc)
         cs__hami_sync_slot(cs_rt.ledger.slot);
     if (rc)
@@ -278,24 +320,111 @@ static int reinit_after_fork(void)
     return rc;
 }
 
+/* The set-up from state `from` (INIT_NONE or INIT_AFTER_FORK), by
+ * whichever thread runs it; 0 or -errno. */
+static int run_setup(int from)
+{
+    cs__phase_mark(CS_PHASE_SETUP_BEGIN);
+    int rc = from == INIT_NONE ? first_init() : reinit_after_fork();
+    cs__phase_mark(CS_PHASE_SETUP_END);
+    return rc;
+}
+
+/* Makes a set-up's outcome the state every caller sees and wakes those
+ * waiting for it. init_mutex held; returns the new state. */
+static int publish(int rc)
+{
+    if (!rc && !exit_handler_installed) {
+        exit_handler_installed = true;
+        atexit(on_exit_leave);
+    }
+    int s = rc ? rc : INIT_READY;
+    __atomic_store_n(&init_state, s, __ATOMIC_RELEASE);
+    pthread_cond_broadcast(&init_settled);
+    return s;
+}
+
+/* The state once no set-up thread is at work. init_mutex held. */
+static int settled_state(void)
+{
+    while (init_state == INIT_RUNNING)
+        pthread_cond_wait(&init_settled, &init_mutex);
+    return init_state;
+}
+
 int cs__init(void)
 {
     int s = __atomic_load_n(&init_state, __ATOMIC_ACQUIRE);
-    if (s == 1 || s < 0)
+    if (s == INIT_READY || s < 0)
         return s < 0 ? s : 0;
     pthread_once(&fork_once, register_fork_handler);
     pthread_mutex_lock(&init_mutex);
-    s = init_state;
-    if (s == 0 || s == 2) {
-        int rc = s == 0 ? first_init() : reinit_after_fork();
-        if (!rc && !exit_handler_installed) {
-            exit_handler_installed = true;
-            atexit(on_exit_leave);
-        }
-        s = rc ? rc : 1;
-        __atomic_store_n(&init_state, s, __ATOMIC_RELEASE);
+    s = settled_state();
+    if (s == INIT_NONE || s == INIT_AFTER_FORK)
+        s = publish(run_setup(s));
+    pthread_mutex_unlock(&init_mutex);
+    return s < 0 ? s : 0;
+}
+
+static void *setup_thread(void *arg)
+{
+    int rc = run_setup((int)(intptr_t)arg);
+    pthread_mutex_lock(&init_mutex);
+    publish(rc);
+    pthread_mutex_unlock(&init_mutex);
+    return NULL;
+}
+
+/* The set-up thread takes no signal but those its own instructions raise
+ * (the ledger's SIGBUS guard among them; a blocked one would kill the
+ * process): the application's handlers keep running on the application's
+ * own threads, as they did before this thread existed. */
+static bool spawn_setup(pthread_t *t, int from)
+{
+    static const int synchronous[] = {SIGBUS, SIGSEGV, SIGFPE, SIGILL, SIGTRAP, SIGSYS};
+    sigset_t mask, old;
+    sigfillset(&mask);
+    for (size_t i = 0; i < sizeof synchronous / sizeof synchronous[0]; i++)
+        sigdelset(&mask, synchronous[i]);
+    pthread_sigmask(SIG_SETMASK, &mask, &old);
+    int e = pthread_create(t, NULL, setup_thread, (void *)(intptr_t)from);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (e)
+        cs_debug("init", "no set-up thread (%s): setting up before the driver's cuInit",
+                 strerror(e));
+    return e == 0;
+}
+
+int cs__init_start(struct cs_init_job *job)
+{
+    job->started = false;
+    int s = __atomic_load_n(&init_state, __ATOMIC_ACQUIRE);
+    if (s == INIT_READY || s < 0)
+        return s < 0 ? s : 0;
+    pthread_once(&fork_once, register_fork_handler);
+    /* The caller is about to call the driver. Without one, cs__init
+     * fails the way it always has (configuration checked first). */
+    if (cs__real_load())
+        return cs__init();
+    pthread_mutex_lock(&init_mutex);
+    s = settled_state();
+    if (s == INIT_NONE || s == INIT_AFTER_FORK) {
+        running_from = s;
+        __atomic_store_n(&init_state, INIT_RUNNING, __ATOMIC_RELAXED);
+        job->started = spawn_setup(&job->thread, s);
+        if (!job->started)
+            s = publish(run_setup(s));
     }
     pthread_mutex_unlock(&init_mutex);
+    return job->started || s >= 0 ? 0 : s;
+}
+
+int cs__init_finish(struct cs_init_job *job)
+{
+    if (job->started)
+        pthread_join(job->thread, NULL);
+    job->started = false;
+    int s = __atomic_load_n(&init_state, __ATOMIC_ACQUIRE);
     return s < 0 ? s : 0;
 }
 

@@ -2,10 +2,11 @@
  * Process-wide state of the interposer, owned by src/hook/init.c (static
  * there) and handed out read-only through the accessors below: the
  * configuration, the ledger handle and what we learnt about devices.
- *   - All of it is written during initialisation (under init.c's mutex,
- *     before the ready state is published with release ordering) and
- *     read-only afterwards; a caller past cs__init() may read it without
- *     a lock.
+ *   - All of it is written during initialisation (by the one thread
+ *     initialising: under init.c's mutex, or on its set-up thread while
+ *     the state says so, before the ready state is published with release
+ *     ordering) and read-only afterwards; a caller past cs__init() may
+ *     read it without a lock.
  *   - The ledger's own shared fields are changed only through src/ledger.
  *   - A fork child's handler re-opens the ledger descriptor and drops the
  *     slot; the child initialises again on its next CUDA call.
@@ -14,6 +15,7 @@
 #ifndef CS_HOOK_RUNTIME_H
 #define CS_HOOK_RUNTIME_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -44,8 +46,23 @@ const struct cs_device_info *cs__device_info(int d);
 
 /* Initialises once per process (and again in a fork child): parses the
  * configuration, loads the driver, opens the ledger and claims a slot.
- * Never touches the GPU. 0, or the sticky -errno of a failed attempt. */
+ * Never touches the GPU. 0, or the sticky -errno of a failed attempt.
+ * Waits for a set-up another thread started (cs__init_start). */
 int cs__init(void);
+
+/* cuInit's initialisation, overlapped with the driver's cuInit. start
+ * loads the driver (so cs_real.cuInit may be called as soon as it
+ * returns 0) and runs the rest of cs__init on a set-up thread; finish
+ * waits for that thread and answers what cs__init would have. A set-up
+ * that fails leaves the sticky error, as cs__init's does, for finish and
+ * for every later caller. Without a thread, start does all of it itself.
+ * finish must follow every start that returned 0, on the same thread. */
+struct cs_init_job {
+    pthread_t thread;
+    bool started;                /* thread is to be joined */
+};
+int cs__init_start(struct cs_init_job *job);
+int cs__init_finish(struct cs_init_job *job);
 
 /* After the real cuInit succeeded: learns device UUIDs and totals. */
 void cs__init_devices(void);
@@ -59,11 +76,15 @@ int cs__current_device(void);
 /* The calling thread's current context as a record key, 0 if none. */
 uint64_t cs__current_context(void);
 
-/* Start-up phases (include/cushare/phases.h). */
+/* Start-up phases (include/cushare/phases.h says what each one ends). */
 enum cs_phase {
     CS_PHASE_WRAPPER_ENTER,
+    CS_PHASE_DRIVER_ENTER,
+    CS_PHASE_SETUP_BEGIN,
     CS_PHASE_LEDGER_READY,
+    CS_PHASE_SETUP_END,
     CS_PHASE_REAL_INIT_DONE,
+    CS_PHASE_JOINED,
     CS_PHASE_IDENTITY_DONE,
 };
 void cs__phase_mark(enum cs_phase p);

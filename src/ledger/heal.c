@@ -140,7 +140,10 @@ uint64_t cs__ledger_heal(struct cs_ledger *l)
     struct cs_ledger_header *h = l->hdr;
     const uint64_t live = LOAD(&h->live);
     const uint32_t mask = charged_devices(h);
-    if (!mask && !live)
+    /* With nothing charged there is no excess; the scan could only reset
+     * `live`, which it does when no slot is LIVE, and a caller holding a
+     * slot knows one is. */
+    if (!mask && (!live || l->slot >= 0))
         return 0;
     for (int attempt = 0; attempt < HEAL_ATTEMPTS; attempt++) {
         uint64_t held[CS_MAX_DEVICES], used[CS_MAX_DEVICES];

@@ -374,6 +374,15 @@ static int validate_and_map(int fd, const struct cs_ledger *l, const char *path,
         close(fd);
         return -e;
     }
+    /* A tenant's first touches are the header and its own slot. Without
+     * this, the first touch of a page nobody has touched yet reads the
+     * whole 2 MiB file ahead into the page cache (zero-filling it: ~1 ms
+     * on ext4 with an 8 MiB read_ahead_kb) inside cuInit. The claim gives
+     * the advice back before anything scans every slot, where reading
+     * ahead is what one wants (page by page, a scan of a fresh ledger
+     * costs three times as much). */
+    if (l->tenant)
+        madvise(m, CS_LEDGER_FILE_SIZE, MADV_RANDOM);
     *map_out = m;
     *guard_out = cs__ledger_guard_add(m, CS_LEDGER_FILE_SIZE, path);
     return 0;

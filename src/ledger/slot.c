@@ -37,6 +37,7 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -248,10 +249,17 @@ static int reap_and_heal_locked(struct cs_ledger *l)
 
 /* At claim: only if the heal lock is free, so that a crowd of processes
  * starting together does not scan the slots once each, all at once; the
- * one that holds the lock reaps for everybody. slot_mu held. */
+ * one that holds the lock reaps for everybody. And only if a slot besides
+ * ours is LIVE: a dead process's slot stays LIVE, and counted in `live`,
+ * until it is reaped, so a count of 1 (ours) leaves nothing to reap. The
+ * scan touches every page of the file (a page fault each in a fresh
+ * ledger, milliseconds in all), which the first process of a tenant, the
+ * one a user waits for, would pay for nothing. `live` is only shown, never
+ * trusted for admission: should it under-count, a dead slot waits for the
+ * next reap (a view, a refused admission), which heals too. slot_mu held. */
 static void reap_and_heal_if_idle(struct cs_ledger *l)
 {
-    if (!try_heal_lock(l))
+    if (LOAD(&l->hdr->live) <= 1 || !try_heal_lock(l))
         return;
     reap_dead_locked(l);
     cs__ledger_share_sweep(l);
@@ -330,6 +338,9 @@ int cs__ledger_claim(struct cs_ledger *l)
         init_slot(l, i);
         l->slot = i;
         l->owner_pid = getpid();
+        /* Our slot's page is touched: scans may read ahead (ledger.c). */
+        if (l->tenant)
+            madvise(l->hdr, l->map_len, MADV_NORMAL);
         reap_and_heal_if_idle(l);
         pthread_mutex_unlock(&slot_mu);
         cs_debug(SUBSYS, "ledger %s: claimed slot %d", l->path, i);

@@ -177,6 +177,20 @@ static void check_contains_file(const char *path, const char *needle)
     free(s);
 }
 
+/* The phases of row r that are present, in `names` order, from `prev` on. */
+static void check_order(const struct csv *c, int r, const char *const *names, size_t n, long long prev)
+{
+    for (size_t k = 0; k < n; k++) {
+        if (!present(c, r, names[k]))
+            continue;
+        long long v = num(c, r, names[k]);
+        if (v < prev)
+            fprintf(stderr, "row %d: %s %lld < %lld\n", r, names[k], v, prev);
+        CHECK_LE(prev, v);
+        prev = v;
+    }
+}
+
 static void scenario_smoke(void)
 {
     char xdg[4300], env_xdg[4400];
@@ -191,8 +205,12 @@ static void scenario_smoke(void)
     CHECK_EQ(c.nrows, 32);
     CHECK_EQ(count_rows(&c, "mode", "baseline"), 16);
     CHECK_EQ(count_rows(&c, "mode", "cushare"), 16);
-    static const char *chain[] = {"woke_ns", "enter_ns", "wrapper_ns", "ledger_ns", "real_init_ns",
-                                  "returned_ns", "ctx_ns", "exit_ns"};
+    /* The worker's and cuInit's own thread, in order; the set-up thread's
+     * stamps (setup_begin, ledger, setup_end) between wrapper and joined. */
+    static const char *chain[] = {"woke_ns", "enter_ns", "wrapper_ns", "driver_ns", "real_init_ns",
+                                  "joined_ns", "returned_ns", "ctx_ns", "exit_ns"};
+    static const char *setup_chain[] = {"wrapper_ns", "setup_begin_ns", "ledger_ns",
+                                        "setup_end_ns", "joined_ns"};
     int seen[2][16] = {{0}};
     for (int r = 0; r < c.nrows; r++) {
         int cushare = !strcmp(get(&c, r, "mode"), "cushare");
@@ -207,24 +225,20 @@ static void scenario_smoke(void)
               present(&c, r, "returned_ns") && present(&c, r, "ctx_ns") &&
               present(&c, r, "exit_ns"));
         CHECK(!present(&c, r, "alloc_ns"));
-        CHECK_EQ(present(&c, r, "wrapper_ns"), cushare);
-        CHECK_EQ(present(&c, r, "ledger_ns"), cushare);
-        CHECK_EQ(present(&c, r, "real_init_ns"), cushare);
+        static const char *cushare_only[] = {"wrapper_ns", "driver_ns", "setup_begin_ns",
+                                             "ledger_ns", "setup_end_ns", "real_init_ns",
+                                             "joined_ns"};
+        for (size_t k = 0; k < sizeof cushare_only / sizeof cushare_only[0]; k++)
+            CHECK_EQ(present(&c, r, cushare_only[k]), cushare);
         if (cushare)
             CHECK(strcmp(get(&c, r, "tier"), "none") != 0);
         else
             CHECK_STREQ(get(&c, r, "tier"), "none");
         /* release <= woke <= enter <= ... <= exit */
-        long long prev = 0;
-        for (size_t k = 0; k < sizeof chain / sizeof chain[0]; k++) {
-            if (!present(&c, r, chain[k]))
-                continue;
-            long long v = num(&c, r, chain[k]);
-            if (v < prev)
-                fprintf(stderr, "row %d: %s %lld < %lld\n", r, chain[k], v, prev);
-            CHECK_LE(prev, v);
-            prev = v;
-        }
+        check_order(&c, r, chain, sizeof chain / sizeof chain[0], 0);
+        if (cushare)
+            check_order(&c, r, setup_chain, sizeof setup_chain / sizeof setup_chain[0],
+                        num(&c, r, "wrapper_ns"));
         if (present(&c, r, "identity_ns")) {
             CHECK_LE(num(&c, r, "wrapper_ns"), num(&c, r, "identity_ns"));
             CHECK_LE(num(&c, r, "identity_ns"), num(&c, r, "exit_ns"));

@@ -53,6 +53,7 @@ static uint64_t env_u64(const char *name, uint64_t def, int bytes)
 
 static void read_config(void)
 {
+    fc_cfg.init_cost_us = env_u64("FAKECUDA_INIT_COST_US", 0, 0);
     fc_cfg.ctx_cost_us = env_u64("FAKECUDA_CTX_COST_US", 0, 0);
     fc_cfg.ctx_bytes = env_u64("FAKECUDA_CTX_BYTES", 0, 1);
     fc_cfg.ctx_extra_bytes = env_u64("FAKECUDA_CTX_EXTRA_BYTES", 0, 1);

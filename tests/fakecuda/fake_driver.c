@@ -266,6 +266,10 @@ FC_EXPORT CUresult CUDAAPI cuInit(unsigned int Flags)
         return CUDA_ERROR_INVALID_VALUE;
     if (__atomic_load_n(&fc_deinit, __ATOMIC_ACQUIRE))
         return CUDA_ERROR_DEINITIALIZED;
+    /* The real driver's first cuInit takes ~97 ms on the H200, outside
+     * any lock a caller could see: modelled by a sleep. */
+    if (fc_cfg.init_cost_us && !__atomic_load_n(&fc_inited, __ATOMIC_ACQUIRE))
+        usleep((useconds_t)fc_cfg.init_cost_us);
     CUresult r = CUDA_SUCCESS;
     fc_lock();
     if (!fc_inited) {

@@ -27,6 +27,7 @@
 enum fc_lib { FC_LIB_DRIVER = 0, FC_LIB_NVML = 1 };
 
 struct fc_config {
+    uint64_t init_cost_us;    /* FAKECUDA_INIT_COST_US */
     uint64_t ctx_cost_us;     /* FAKECUDA_CTX_COST_US */
     uint64_t ctx_bytes;       /* FAKECUDA_CTX_BYTES */
     uint64_t ctx_extra_bytes; /* FAKECUDA_CTX_EXTRA_BYTES */

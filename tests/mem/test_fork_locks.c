@@ -144,6 +144,8 @@ static const struct fork_case {
     enum op op;
 } cases[] = {
     {"init", "init.c", "init_mutex", FRESH, OP_INIT},
+    /* cuInit's set-up thread, held in its claim: the parent is mid-set-up */
+    {"init_setup", "slot.c", "slot_mu", FRESH, OP_INIT},
     {"contexts", "ctx.c", "ctx_mu", INITED, OP_RETAIN},
     {"track", "track.c", "stripes", CONTEXT, OP_ALLOC},
     {"pools", "pool.c", "settle_lock", CONTEXT, OP_ALLOC_ASYNC},
