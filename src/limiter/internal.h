@@ -110,9 +110,9 @@ struct cs_lim_dev {
     uint64_t measured;           /* pairs harvested */
     uint64_t inflight;           /* pairs pushed, not harvested */
     int groups;                  /* streams with an open group */
-    int group_ok;                /* atomic; written by the watcher: nobody
-                                    else busy on the device, or we have a
-                                    window: a pair may span several launches */
+    int alone;                   /* atomic; written by the watcher: nobody
+                                    else busy on the device (alone or inside
+                                    our window, a pair may span launches) */
     uint64_t launches;           /* slow-path launches: sampling counter */
     uint64_t own_total;          /* atomic: GPU ns this process was charged */
     uint64_t own_work;           /* atomic: the same launches at their

@@ -246,6 +246,14 @@ static void pool_put(struct cs_lim_ctx *cx, CUevent ev)
     cx->pool[cx->npool++] = ev;
 }
 
+/* The open group is gone from the stream (its start marker handed on or
+ * given back by the caller). Device mutex held. */
+static void group_forget(struct cs_lim_dev *D, struct cs_lim_stream *st)
+{
+    st->group.start = NULL;
+    D->groups--;
+}
+
 /* The context's events went with it (destroyed or reset): forget them all
  * without calling the driver on them. */
 static void ctx_lost(struct cs_lim_dev *D, struct cs_lim_ctx *cx)
@@ -261,8 +269,7 @@ static void ctx_lost(struct cs_lim_dev *D, struct cs_lim_ctx *cx)
         }
         if (st->group.start) {
             cs__law_pending(&D->law, -st->group.est);
-            st->group.start = NULL;
-            D->groups--;
+            group_forget(D, st);
         }
     }
     cs_info(SUBSYS, "a context of device %d went away; its markers are dropped",
@@ -452,6 +459,14 @@ static uint64_t harvest_stream(struct cs_lim_dev *D, struct cs_lim_stream *st, i
     return got;
 }
 
+/* A co-tenant's time slices inside a long span would be charged to us:
+ * groups only alone on the device or inside our own window. */
+static bool groups_allowed(const struct cs_lim_dev *D)
+{
+    return __atomic_load_n(&D->alone, __ATOMIC_RELAXED) ||
+           __atomic_load_n(&D->window, __ATOMIC_RELAXED) != 0;
+}
+
 /* Charges `ns` of our work by estimate, `pending` of it pending until now
  * (device mutex held): in our slot, the tenant's clock and our work. */
 static void charge_by_estimate(struct cs_lim_dev *D, int dev, uint64_t sig, uint32_t launches,
@@ -488,8 +503,7 @@ static void group_drop(struct cs_lim_dev *D, struct cs_lim_stream *st, int64_t n
     CS_LIM_STAT_ADD(groups_estimated, 1);
     charge_by_estimate(D, st->cx->dev, g->sig, g->n, g->est, g->est, now);
     pool_put(st->cx, g->start);
-    g->start = NULL;
-    D->groups--;
+    group_forget(D, st);
 }
 
 /* Records the end marker of the open group now, right behind its last
@@ -514,8 +528,7 @@ static void group_close(struct cs_lim_dev *D, struct cs_lim_stream *st, int64_t 
                               .kind = g->kind, .launches = g->n};
     st->n++;
     D->inflight++;
-    g->start = NULL;
-    D->groups--;
+    group_forget(D, st);
 }
 
 void cs__lim_harvest_locked(int d, int64_t now)
@@ -691,7 +704,7 @@ static void issue_ticket(struct cs_lim_ticket *t, struct cs_lim_dev *D, struct c
     if (g->start) {
         bool queued = group_queued(st);
         if (queued && t->est && t->sig && g->sig == t->sig && g->n < CS_LIM_GROUP &&
-            __atomic_load_n(&D->group_ok, __ATOMIC_RELAXED))
+            groups_allowed(D))
             goto join;
         if (queued)
             group_close(D, st, now);
@@ -790,8 +803,7 @@ static void group_after_launch(struct cs_lim_dev *D, struct cs_lim_stream *st,
         cs__law_pending(&D->law, -(int64_t)t->est);
         if (!g->n) {
             pool_put(st->cx, g->start);
-            g->start = NULL;
-            D->groups--;
+            group_forget(D, st);
         }
         return;
     }

@@ -571,12 +571,10 @@ static void tick(int64_t now)
         /* Pairs spanning several launches measure other contexts' slices
          * with ours when a busy co-tenant time-slices with us: only alone,
          * or inside our own window. */
-        int others = v.busy_higher_or_equal + v.busy_lower;
-        int foreign_now = known ? foreign_pct(d, util_now, (int)(share_as_nvml_sees(d) / 10000))
-                                : -1;
-        bool alone = !others && foreign_now >= 0 && foreign_now < CS_WATCH_FOREIGN_PCT;
-        __atomic_store_n(&D->group_ok,
-                         alone || __atomic_load_n(&D->window, __ATOMIC_RELAXED) != 0,
+        int foreign = foreign_pct(d, util_now, (int)(share_as_nvml_sees(d) / 10000));
+        __atomic_store_n(&D->alone,
+                         !v.busy_higher_or_equal && !v.busy_lower && foreign >= 0 &&
+                             foreign < CS_WATCH_FOREIGN_PCT,
                          __ATOMIC_RELAXED);
         if (known) {
             update_boost(d, util, ppm, now);
@@ -598,7 +596,6 @@ static void tick(int64_t now)
             update_window(d, &v, hami != 0);
             continue;
         }
-        int foreign = foreign_pct(d, util_now, (int)(share_as_nvml_sees(d) / 10000));
         bool contended;
         if (foreign < 0) {
             contended = true; /* fail closed */
