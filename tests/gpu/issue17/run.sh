@@ -17,14 +17,15 @@
 #            launch costs). OUT/diag/.
 #   init     bench/run_init_sweep.sh: cuInit p99, plain and cushare
 #            alternating, N = 1 8 32 128 300 and 48 contexts. OUT/init/.
-# Environment: SECS (default 4) and WARMUP (1.5) per measurement, RUNS, TOL,
+# Environment: SECS (default 4) and WARMUP (1.5) per measurement, START_DELAY
+# (8: seconds the tenants of a mix get to start), RUNS, TOL,
 # WORKLOADS (default "matmul elementwise graph"), BUDGET_S (default 540:
 # steps that would run past it are skipped and say so).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/gpu/common.sh
 . "$here/../common.sh"
-gpu_args 24 "$0" "$@"
+gpu_args 23 "$0" "$@"
 shift 2
 steps=${*:-limiter free diag init}
 cd "$GPU_ROOT" || exit 1
@@ -53,7 +54,7 @@ bench_limiter() {
     mapfile -t args < <(workload_args)
     "$CLI" bench limiter --secs "$SECS" --warmup "$WARMUP" --runs "${RUNS:-3}" \
         --limits "$2" --mix 25+75 --mix 20+30+50 --tolerance "${TOL:-2}" \
-        --conserve 97 --start-delay 8 --launchbound none --launchcost none \
+        --conserve 97 --start-delay "${START_DELAY:-8}" --launchbound none --launchcost none \
         --out "$OUT/$name" "${args[@]}" > "$OUT/$name.log" 2>&1
     local rc=$?
     cat "$OUT/$name.log"
