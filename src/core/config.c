@@ -118,7 +118,7 @@ struct opt {
 
 enum opt_id {
     O_MEM, O_SM, O_CACHE, O_POLICY, O_PRIORITY, O_BROKER, O_PROCFS, O_BOARD, O_REGISTRY,
-    O_HAMI_SIGNALS, O_SM_BURST, O_SM_PERIOD, O_SM_SHARE, O_LOG_LEVEL, O_LEDGER_TRUST, O_HAMI_LOG_LEVEL,
+    O_HAMI_SIGNALS, O_SM_BURST, O_SM_PERIOD, O_SM_LEAD, O_SM_SHARE, O_LOG_LEVEL, O_LEDGER_TRUST, O_HAMI_LOG_LEVEL,
     O_DISABLE_CONTROL, O_OVERSUBSCRIBE, O_SHARE_DIR, O_COUNT
 };
 
@@ -146,6 +146,8 @@ static const struct opt options[O_COUNT] = {
     [O_SM_PERIOD] = {"CUSHARE_SM_PERIOD_US", OPT_INT, false,
                      "use microseconds from 5000 to 1000000, e.g. 50000, or 0 for no "
                      "coordinated windows"},
+    [O_SM_LEAD] = {"CUSHARE_SM_WINDOW_LEAD_PCT", OPT_INT, false,
+                   "use a whole percentage of the period from 0 to 25, e.g. 0"},
     [O_SM_SHARE] = {"CUSHARE_SM_SHARE", OPT_WORD, false,
                     "use throughput (share of the device's full-load work) or time (share of "
                     "GPU time)"},
@@ -257,6 +259,11 @@ static int parse_one(struct cs_config *c, enum opt_id id, int dev, const char *v
         if (cs__parse_int(v, 0, 1000000, &n) || (n && n < 5000))
             return bad_value(var, v, o->fix);
         c->sm_period_us = (uint32_t)n;
+        return 0;
+    case O_SM_LEAD:
+        if (cs__parse_int(v, 0, 25, &n))
+            return bad_value(var, v, o->fix);
+        c->sm_window_lead_pct = (uint32_t)n;
         return 0;
     case O_SM_SHARE:
         if (strcasecmp(v, "throughput") && strcasecmp(v, "time"))
@@ -381,6 +388,7 @@ int cs__config_parse(struct cs_config *out, char *const *env)
     memset(out, 0, sizeof *out);
     out->log_level = CS_LOG_WARN;
     out->sm_period_us = CS_SM_PERIOD_DEFAULT_US;
+    out->sm_window_lead_pct = CS_SM_WINDOW_LEAD_DEFAULT_PCT;
     out->hami_log_level = -1;
     int rc = check_device_names(env);
     for (int id = 0; id < O_COUNT; id++) {

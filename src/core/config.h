@@ -41,6 +41,8 @@ struct cs_config {
     uint32_t sm_burst_us;                   /* CUSHARE_SM_BURST_US: pacing burst, 0 = default */
     uint32_t sm_period_us;                  /* CUSHARE_SM_PERIOD_US: period of the tenants'
                                                coordinated windows, 0 = none */
+    uint32_t sm_window_lead_pct;            /* CUSHARE_SM_WINDOW_LEAD_PCT: how early a window
+                                               opens, % of the period */
     bool sm_share_time;                     /* CUSHARE_SM_SHARE=time: no throughput corrections */
     int log_level;                          /* CUSHARE_LOG_LEVEL, else LIBCUDA_LOG_LEVEL
                                                (log.c reads them itself too) */
@@ -78,6 +80,7 @@ int cs__config_from_env(struct cs_config *out);
  * costs the GPU work, and a 50 ms period means a few switches per tenant
  * and period while a tenant waits at most 50 ms minus its window. */
 #define CS_SM_PERIOD_DEFAULT_US 50000u
+#define CS_SM_WINDOW_LEAD_DEFAULT_PCT 0u
 
 /* cs__config_parse of `env` under the slice file at `slice_path` (absent:
  * the environment alone). cs__config_from_env is

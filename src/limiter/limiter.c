@@ -459,12 +459,35 @@ static uint64_t harvest_stream(struct cs_lim_dev *D, struct cs_lim_stream *st, i
     return got;
 }
 
-/* A co-tenant's time slices inside a long span would be charged to us:
- * groups only alone on the device or inside our own window. */
-static bool groups_allowed(const struct cs_lim_dev *D)
+/* Our window in the device's coordinated schedule (watch.c), if any. */
+static struct cs_window window_of(const struct cs_lim_dev *D)
 {
-    return __atomic_load_n(&D->alone, __ATOMIC_RELAXED) ||
-           __atomic_load_n(&D->window, __ATOMIC_RELAXED) != 0;
+    uint64_t w = __atomic_load_n(&D->window, __ATOMIC_RELAXED);
+    return (struct cs_window){.period_ns = (int64_t)cs__config()->sm_period_us * 1000,
+                              .off_ns = (int64_t)(w >> 32) * 1000,
+                              .len_ns = (int64_t)(w & 0xffffffffu) * 1000};
+}
+
+/* Whether `now` is inside our window past its lead, the part that
+ * overlaps the previous owner's end (watch.c, window_for). */
+static bool in_own_window(const struct cs_lim_dev *D, int64_t now)
+{
+    struct cs_window w = window_of(D);
+    if (!w.len_ns)
+        return false;
+    int64_t lead = w.period_ns * (int64_t)cs__config()->sm_window_lead_pct / 100;
+    if (lead > w.len_ns / 2)
+        lead = w.len_ns / 2;
+    int64_t phase = ((now - w.off_ns) % w.period_ns + w.period_ns) % w.period_ns;
+    return phase >= lead && phase < w.len_ns;
+}
+
+/* A co-tenant's time slices inside a long span would be charged to us:
+ * groups only alone on the device or inside our own window, past the
+ * lead the previous owner may still be draining in. */
+static bool groups_allowed(const struct cs_lim_dev *D, int64_t now)
+{
+    return __atomic_load_n(&D->alone, __ATOMIC_RELAXED) || in_own_window(D, now);
 }
 
 /* Charges `ns` of our work by estimate, `pending` of it pending until now
@@ -595,14 +618,6 @@ static bool law_follow(struct cs_lim_dev *D, int dev, int64_t now)
     return engaged;
 }
 
-/* Our window in the device's coordinated schedule (watch.c), if any. */
-static struct cs_window window_of(const struct cs_lim_dev *D)
-{
-    uint64_t w = __atomic_load_n(&D->window, __ATOMIC_RELAXED);
-    return (struct cs_window){.period_ns = (int64_t)cs__config()->sm_period_us * 1000,
-                              .off_ns = (int64_t)(w >> 32) * 1000,
-                              .len_ns = (int64_t)(w & 0xffffffffu) * 1000};
-}
 
 /* 0 when the law and our window let a launch go now (device mutex held),
  * else how long to sleep. Held out of the GPU for most of a period, the
@@ -704,7 +719,7 @@ static void issue_ticket(struct cs_lim_ticket *t, struct cs_lim_dev *D, struct c
     if (g->start) {
         bool queued = group_queued(st);
         if (queued && t->est && t->sig && g->sig == t->sig && g->n < CS_LIM_GROUP &&
-            groups_allowed(D))
+            groups_allowed(D, now))
             goto join;
         if (queued)
             group_close(D, st, now);

@@ -67,7 +67,6 @@
 #define CS_WATCH_FULFIL_FLOOR 0.2        /* never scaled below 20 % of the limit */
 #define CS_WATCH_BOOST_MAX 2.0           /* largest clock-boost correction */
 #define CS_WATCH_IDLE_AWAKE 0.175        /* idle draw at the boost clock, of the cap */
-#define CS_WATCH_WINDOW_LEAD_PCT 4       /* a window opens this much of the period early */
 #define CS_WATCH_SMOOTH 0.25             /* per-tick step towards a new scale */
 #define CS_WATCH_CAP_REREAD_NS 10000000000ll /* power cap re-read every 10 s */
 
@@ -508,7 +507,7 @@ static uint64_t window_for(int d, const struct cs_board_view *v, bool engaged)
      * wake up and launch), and time lost inside our window (a sync gap of
      * a shallow queue) can be made up there. The law still holds us to our
      * limit. */
-    uint64_t lead = (uint64_t)period_us * CS_WATCH_WINDOW_LEAD_PCT / 100;
+    uint64_t lead = (uint64_t)period_us * cs__config()->sm_window_lead_pct / 100;
     if (lead > len)
         lead = len;
     off = (off + period_us - lead) % period_us;
