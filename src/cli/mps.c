@@ -851,3 +851,33 @@ int cs_mps_stop(const struct cs_mps *m, const char *uuid, bool force, char *did,
     close(lk);
     return rc;
 }
+
+/* ---- cushare status ------------------------------------------------------- */
+
+void cs_mps_annotate(struct cs_status *st)
+{
+    struct cs_mps m;
+    bool ready = false;
+    for (int i = 0; i < st->ndev; i++) {
+        struct cs_status_device *dev = &st->dev[i];
+        if (!dev->uuid[0])
+            continue;
+        /* Set up (cheap: a PATH search) only once a GPU is known. */
+        if (!ready && (cs_mps_setup(&m, "status", NULL, true) || !m.control[0]))
+            return;
+        ready = true;
+        struct cs_mps_daemon d;
+        paths(&m, dev->uuid, &d);
+        bool exists;
+        if (!pid_alive(read_pid_file(&d, &exists)))
+            continue;
+        cs_mps_probe(&m, dev->uuid, &d);
+        if (d.state != CS_MPS_RUNNING)
+            continue;
+        dev->mps_pid = d.pid;
+        for (int k = 0; k < st->nproc; k++)
+            for (int c = 0; c < d.nclients; c++)
+                if (d.clients[c] == st->proc[k].pid || d.clients[c] == st->proc[k].host_pid)
+                    st->proc[k].mps = true;
+    }
+}

@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <sys/types.h>
 
+#include "cli/status_model.h"
 #include "core/path.h"
 
 #define CS_MPS_DEFAULT_DIR CS_NODE_DIR "/cushare-mps"
@@ -110,5 +111,10 @@ int cs_mps_stop(const struct cs_mps *m, const char *uuid, bool force, char *did,
 
 /* "running", "stopped", "unresponsive", "stale". */
 const char *cs_mps_state_name(enum cs_mps_state s);
+
+/* For `cushare status`: each device of st with a UUID whose cushare
+ * daemon runs gets its pid (mps_pid), and each process that is one of
+ * its clients mps = true. Quiet: no MPS, no binary, nothing changes. */
+void cs_mps_annotate(struct cs_status *st);
 
 #endif

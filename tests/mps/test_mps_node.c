@@ -23,8 +23,9 @@
  *   two_gpus     `run --mps` with two GPUs visible: exit 2 naming
  *                CUDA_VISIBLE_DEVICES, no daemon, the command not run
  *   clients      a client (a process of a ledger, registered with the
- *                daemon): `mps status` lists it; `mps stop` refuses,
- *                `--force` stops
+ *                daemon): `mps status` and `cushare status` show it as
+ *                concurrent; `mps stop` refuses, `--force` stops; then
+ *                status shows it time-sliced
  *   fake_daemon  the fake's own protocol: a second daemon refused, client
  *                registration and its end, the 48-client limit, thread
  *                percentage, quit removing its files
@@ -528,6 +529,17 @@ static void case_clients(void)
              (int)daemon, (int)client);
     CHECK_CONTAINS(s, want);
     free(s);
+    s = expect(0, NULL, ARGS("status", "--json", ledger));
+    snprintf(want, sizeof want, "\"mps_daemon\":%d}", (int)daemon);
+    CHECK_CONTAINS(s, want);
+    snprintf(want, sizeof want, "\"pid\":%d,", (int)client);
+    CHECK_CONTAINS(s, want);
+    CHECK_CONTAINS(strstr(s, want), "\"mode\":\"mps\"");
+    free(s);
+    s = expect(0, NULL, ARGS("status", ledger));
+    CHECK_CONTAINS(s, "device 0: concurrent: cushare's MPS control daemon (pid ");
+    free(s);
+
     /* A daemon with a client is not stopped without --force. */
     char *err;
     free(expect(1, &err, ARGS("mps", "stop")));
@@ -542,6 +554,10 @@ static void case_clients(void)
     free(s);
     CHECK_EQ(waitpid(daemon, NULL, WNOHANG), daemon);
 
+    s = expect(0, NULL, ARGS("status", "--json", ledger));
+    CHECK_CONTAINS(s, "\"mps_daemon\":null}");
+    CHECK_CONTAINS(s, "\"mode\":\"time-sliced\"");
+    free(s);
     CHECK(kill(run, SIGTERM) == 0);
     lt_wait(run, 30);
     close(fds[0]);
