@@ -369,11 +369,21 @@ struct tool_io {
     int in, out, err;           /* become the child's 0, 1, 2 */
 };
 
+/* In the child before exec (async-signal-safe calls only): its stdio,
+ * and nothing else of ours or of whoever started us. The daemon outlives
+ * this command: a pipe it inherited (a caller's, a test's) would never
+ * see its end. */
 static void tool_child(void *arg)
 {
     const struct tool_io *io = arg;
     if (dup2(io->in, 0) < 0 || dup2(io->out, 1) < 0 || dup2(io->err, 2) < 0)
         _exit(126);
+#ifdef SYS_close_range
+    if (syscall(SYS_close_range, 3u, ~0u, 0u) == 0)
+        return;
+#endif
+    for (int fd = 3; fd < 4096; fd++)
+        close(fd);
 }
 
 /* Reads what the non-blocking `fd` has now into out (what does not fit

@@ -19,7 +19,8 @@
  *                the fix, nothing started
  *   run_env      `run --mps` gives the command the daemon's pipe and log
  *                directories and its GPU by UUID (the command prints
- *                them), for GPU 0 and for CUDA_VISIBLE_DEVICES=1 of two
+ *                them), for GPU 0 and for CUDA_VISIBLE_DEVICES=1 of two;
+ *                the daemon it starts keeps none of run's descriptors
  *   two_gpus     `run --mps` with two GPUs visible: exit 2 naming
  *                CUDA_VISIBLE_DEVICES, no daemon, the command not run
  *   clients      a client (a process of a ledger, registered with the
@@ -430,8 +431,17 @@ static void case_run_env(void)
     char uuid0[48], uuid1[48], want[4600], *err;
 
     gpu_uuid(0, uuid0);
+    /* A descriptor cushare inherits (not close-on-exec) must not stay
+     * open in the daemon it starts, which outlives it. */
+    int inherited[2];
+    CHECK(pipe(inherited) == 0);
     char *s = expect(0, &err, ARGS("run", "--mps", "--", self, "print-env"));
     CHECK_CONTAINS(err, "started the MPS control daemon (pid ");
+    close(inherited[1]);
+    CHECK(fcntl(inherited[0], F_SETFL, O_NONBLOCK) == 0);
+    char c;
+    CHECK_EQ(read(inherited[0], &c, 1), 0); /* EOF: nobody holds the write end */
+    close(inherited[0]);
     snprintf(want, sizeof want,
              "CUDA_MPS_PIPE_DIRECTORY=%s\nCUDA_MPS_LOG_DIRECTORY=%s\nCUDA_VISIBLE_DEVICES=%s\n",
              gpu_path(uuid0, "pipe"), gpu_path(uuid0, "log"), uuid0);
