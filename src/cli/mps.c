@@ -306,6 +306,23 @@ static bool wait_gone(pid_t pid, int ms)
 
 /* ---- running the control binary ------------------------------------------ */
 
+static void free_env(char **env)
+{
+    for (size_t i = 0; env && env[i]; i++)
+        free(env[i]);
+    free(env);
+}
+
+/* Appends "name=value" to env at *k; false when out of memory. */
+static bool add_var(char **env, size_t *k, const char *name, const char *value)
+{
+    char *s;
+    if (asprintf(&s, "%s=%s", name, value) < 0)
+        return false;
+    env[(*k)++] = s;
+    return true;
+}
+
 /* The environment of the daemon and of the control client: ours, without
  * libcushare.so in LD_PRELOAD (the daemon's MPS server is the node's, not
  * a tenant), with the GPU and the two directories. NULL when out of
@@ -315,7 +332,7 @@ static char **tool_env(const struct cs_mps_daemon *d, const char *uuid)
     size_t n = 0;
     while (environ[n])
         n++;
-    char **env = calloc(n + 5, sizeof *env);
+    char **env = calloc(n + 4, sizeof *env);
     if (!env)
         return NULL;
     size_t k = 0;
@@ -328,30 +345,23 @@ static char **tool_env(const struct cs_mps_daemon *d, const char *uuid)
             continue;
         if (!strncmp(e, "LD_PRELOAD=", 11)) {
             char *v = cs_cli_preload(e + 11, NULL, false);
-            ok = v && (!*v || asprintf(&env[k++], "LD_PRELOAD=%s", v) >= 0);
+            ok = v && (!*v || add_var(env, &k, "LD_PRELOAD", v));
             free(v);
             continue;
         }
-        ok = (env[k++] = strdup(e)) != NULL;
+        char *copy = strdup(e);
+        if (copy)
+            env[k++] = copy;
+        ok = copy != NULL;
     }
-    ok = ok && asprintf(&env[k++], "CUDA_VISIBLE_DEVICES=%s", uuid) >= 0 &&
-         asprintf(&env[k++], "CUDA_MPS_PIPE_DIRECTORY=%s", d->pipe) >= 0 &&
-         asprintf(&env[k++], "CUDA_MPS_LOG_DIRECTORY=%s", d->log) >= 0;
-    env[k] = NULL;
+    ok = ok && add_var(env, &k, "CUDA_VISIBLE_DEVICES", uuid) &&
+         add_var(env, &k, "CUDA_MPS_PIPE_DIRECTORY", d->pipe) &&
+         add_var(env, &k, "CUDA_MPS_LOG_DIRECTORY", d->log);
     if (!ok) {
-        for (size_t i = 0; i < k; i++)
-            free(env[i]);
-        free(env);
+        free_env(env);
         return NULL;
     }
     return env;
-}
-
-static void free_env(char **env)
-{
-    for (size_t i = 0; env && env[i]; i++)
-        free(env[i]);
-    free(env);
 }
 
 /* A descriptor at 3 or above (close-on-exec), so that moving it onto
