@@ -292,12 +292,13 @@ void cs_status_print_json(FILE *out, const struct cs_status *st)
         else
             fprintf(out, "null");
         fprintf(out, ",\"peak\":%" PRIu64 ",\"physical_total\":%" PRIu64
-                     ",\"sm_limit\":%" PRIu32 ",\"shared\":%" PRIu64 ",\"mps_daemon\":",
-                d->peak, d->physical_total, d->sm_limit, d->shared);
+                     ",\"sm_limit\":%" PRIu32 ",\"mps_daemon\":",
+                d->peak, d->physical_total, d->sm_limit);
         if (d->mps_pid)
-            fprintf(out, "%" PRId32 "}", d->mps_pid);
+            fprintf(out, "%" PRId32, d->mps_pid);
         else
-            fprintf(out, "null}");
+            fprintf(out, "null");
+        fprintf(out, ",\"shared\":%" PRIu64 "}", d->shared);
     }
     fprintf(out, "],\"processes\":[");
     for (int i = 0; i < st->nproc; i++) {

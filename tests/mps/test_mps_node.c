@@ -540,7 +540,7 @@ static void case_clients(void)
     CHECK_CONTAINS(s, want);
     free(s);
     s = expect(0, NULL, ARGS("status", "--json", ledger));
-    snprintf(want, sizeof want, "\"mps_daemon\":%d}", (int)daemon);
+    snprintf(want, sizeof want, "\"mps_daemon\":%d,", (int)daemon);
     CHECK_CONTAINS(s, want);
     snprintf(want, sizeof want, "\"pid\":%d,", (int)client);
     CHECK_CONTAINS(s, want);
@@ -565,7 +565,7 @@ static void case_clients(void)
     CHECK_EQ(waitpid(daemon, NULL, WNOHANG), daemon);
 
     s = expect(0, NULL, ARGS("status", "--json", ledger));
-    CHECK_CONTAINS(s, "\"mps_daemon\":null}");
+    CHECK_CONTAINS(s, "\"mps_daemon\":null,");
     CHECK_CONTAINS(s, "\"mode\":\"time-sliced\"");
     free(s);
     CHECK(kill(run, SIGTERM) == 0);
