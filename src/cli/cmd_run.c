@@ -13,6 +13,9 @@
  * (docs/ledger.md, "Private ledgers") until the command ends; one that a
  * killed `cushare run` left behind is swept by the next.
  *
+ * With --mps the command becomes a client of the MPS control daemon of
+ * its one visible GPU (docs/mps.md), which is started first if none runs.
+ *
  * Signals sent to it (INT, TERM, HUP, QUIT, USR1, USR2) go on to the
  * command, except what the kernel sends the terminal's foreground process
  * group, which the command got already. The command gets SIGKILL when
@@ -36,6 +39,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/mps.h"
 #include "core/clock.h"
 #include "core/config.h"
 #include "cushare/ledger.h"
@@ -43,7 +47,8 @@
 
 static const char run_usage[] =
     "usage: cushare run [--mem SIZE[,SIZE...]] [--sm PCT[,PCT...]] [--ledger FILE]\n"
-    "                   [--policy default|force|disable] [--priority N] [--exec] -- CMD [ARGS...]\n"
+    "                   [--policy default|force|disable] [--priority N] [--exec] [--mps]\n"
+    "                   -- CMD [ARGS...]\n"
     "  --mem      memory budget: one size for every device, or one per visible device\n"
     "             (a k/m/g/t binary or B suffix, e.g. 4GiB or 2g,6g; 0 = none)\n"
     "  --sm       compute share in percent (1..100), one or one per device\n"
@@ -51,6 +56,8 @@ static const char run_usage[] =
     "             default: a private one, removed when CMD ends\n"
     "  --exec     replace cushare with CMD (no signal relay; a private ledger is\n"
     "             removed by a later run once unused)\n"
+    "  --mps      concurrent mode: CMD is a client of the MPS control daemon of its\n"
+    "             one visible GPU, started if none runs (cushare mps; docs/mps.md)\n"
     "--mem and --sm replace inherited CUDA_DEVICE_MEMORY_LIMIT[_<i>] and\n"
     "CUDA_DEVICE_SM_LIMIT[_<i>] variables for CMD (a note names those that differed).\n"
     "Signals INT, TERM, HUP, QUIT, USR1 and USR2 sent to cushare go on to CMD;\n"
@@ -234,6 +241,45 @@ static int make_private_ledger(const struct cs_config *cfg, struct cs_ledger *l)
 }
 
 
+/* Sets `var` for the command; one line when it replaces an inherited
+ * value that said something else. */
+static void set_for_command(const char *var, const char *value)
+{
+    const char *old = getenv(var);
+    if (old && strcmp(old, value))
+        fprintf(stderr, "cushare: run: --mps replaces the inherited %s=%s with %s\n", var, old,
+                value);
+    setenv(var, value, 1);
+}
+
+/* --mps: starts or joins the MPS control daemon of the slice's one GPU
+ * (mps.h) and makes the command its client: the daemon's pipe and log
+ * directories, and the GPU by UUID, which names the same device whether
+ * the client counts devices as the node does or as the daemon (which sees
+ * only this one). One line when a daemon had to be started. */
+static int join_mps(void)
+{
+    struct cs_mps_gpu gpu;
+    struct cs_mps m;
+    struct cs_mps_daemon d;
+    enum cs_mps_started how;
+    int rc = cs_mps_visible_gpu("run", &gpu);
+    if (rc || (rc = cs_mps_setup(&m, "run", NULL, false)) ||
+        (rc = cs_mps_start(&m, gpu.uuid, &d, &how)))
+        return rc;
+    if (how == CS_MPS_STARTED)
+        fprintf(stderr, "cushare: run: %s: started the MPS control daemon (pid %d)\n", gpu.uuid,
+                (int)d.pid);
+    else if (how == CS_MPS_RESTARTED)
+        fprintf(stderr, "cushare: run: %s: the MPS control daemon (dead pid %d) was gone: "
+                "removed its files, started it again (pid %d)\n", gpu.uuid, (int)d.stale_pid,
+                (int)d.pid);
+    setenv("CUDA_VISIBLE_DEVICES", gpu.uuid, 1); /* the GPU it named, by UUID */
+    set_for_command("CUDA_MPS_PIPE_DIRECTORY", d.pipe);
+    set_for_command("CUDA_MPS_LOG_DIRECTORY", d.log);
+    return CS_EXIT_OK;
+}
+
 struct child_setup {
     pid_t parent;
     const sigset_t *mask;
@@ -291,10 +337,11 @@ int cs_cmd_run(int argc, char **argv)
         {"mem", required_argument, NULL, 'm'},    {"sm", required_argument, NULL, 's'},
         {"ledger", required_argument, NULL, 'l'}, {"policy", required_argument, NULL, 'p'},
         {"priority", required_argument, NULL, 'P'}, {"exec", no_argument, NULL, 'e'},
-        {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
+        {"mps", no_argument, NULL, 'M'},          {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
     };
     const char *ledger = NULL, *mem = NULL, *sm = NULL;
-    int do_exec = 0, c, rc;
+    int do_exec = 0, mps = 0, c, rc;
     optind = 1;
     while ((c = getopt_long(argc, argv, "+m:s:l:p:P:eh", opts, NULL)) != -1) {
         switch (c) {
@@ -323,6 +370,9 @@ int cs_cmd_run(int argc, char **argv)
         }
         case 'e':
             do_exec = 1;
+            break;
+        case 'M':
+            mps = 1;
             break;
         case 'h':
             fputs(run_usage, stdout);
@@ -353,6 +403,8 @@ int cs_cmd_run(int argc, char **argv)
     struct cs_config cfg;
     if (cs__config_from_env(&cfg))
         return CS_EXIT_USAGE;
+    if (mps && (rc = join_mps()))
+        return rc;
 
     /* Made and kept by us; closed (and removed if unused) at the end. */
     struct cs_ledger own = {.fd = -1, .slot = -1};

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/mps.h"
 #include "cli/node_model.h"
 #include "cli/status_model.h"
 
@@ -86,6 +87,7 @@ int cs_cmd_status(int argc, char **argv)
     }
     cs_status_settle(&l);
     cs_status_snapshot(&l, st);
+    cs_mps_annotate(st); /* the mode is the daemon's fact, not the ledger's */
     if (json)
         cs_status_print_json(stdout, st);
     else

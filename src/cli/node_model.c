@@ -150,6 +150,20 @@ static void sample_gpus(struct cs_node_model *m)
     }
 }
 
+int cs_node_nvml_uuids(char (*uuid)[48], int max)
+{
+    unsigned n = 0;
+    if (!nvml_load() || nv.count(&n) != NVML_SUCCESS)
+        return -1;
+    int k = 0;
+    for (; k < (int)n && k < max; k++) {
+        nvmlDevice_t d;
+        if (nv.handle((unsigned)k, &d) != NVML_SUCCESS || nv.uuid(d, uuid[k], 48) != NVML_SUCCESS)
+            uuid[k][0] = '\0';
+    }
+    return k;
+}
+
 /* A GPU only the ledgers know of (no NVML): added by UUID. */
 static int gpu_by_uuid(struct cs_node_model *m, const char *uuid, uint64_t total)
 {

@@ -105,6 +105,12 @@ void cs_node_model_free(struct cs_node_model *m);
 /* Discovers, reads every tenant, samples NVML. */
 void cs_node_model_refresh(struct cs_node_model *m);
 
+/* NVML's GPUs by NVML index (nvidia-smi's numbering): UUIDs into
+ * uuid[0..max), "" for one NVML would not name. How many, or -1 when NVML
+ * cannot be loaded or initialised. The one NVML loader of the command
+ * (`cushare mps` uses it too). */
+int cs_node_nvml_uuids(char (*uuid)[48], int max);
+
 /* The GPU (index into m->gpu) a tenant's device d is on, -1 unknown. */
 int cs_node_gpu_of(const struct cs_node_model *m, const struct cs_node_tenant *t, int d);
 uint64_t cs_node_dev_used(const struct cs_node_tenant *t, int d);

@@ -199,6 +199,11 @@ void cs_status_print_human(FILE *out, const struct cs_status *st)
                 lim, used, fr, peak, sm);
     }
     for (int i = 0; i < st->ndev; i++)
+        if (st->dev[i].mps_pid)
+            fprintf(out, "device %d: concurrent: cushare's MPS control daemon (pid %" PRId32
+                    ") runs for this GPU; processes marked MPS are its clients, the others "
+                    "time-sliced\n", st->dev[i].index, st->dev[i].mps_pid);
+    for (int i = 0; i < st->ndev; i++)
         if (st->dev[i].shared)
             fprintf(out, "device %d: %.1f MiB of USED is memory processes share (VMM exports, "
                     "IPC), charged once and in no process below\n", st->dev[i].index,
@@ -208,8 +213,9 @@ void cs_status_print_human(FILE *out, const struct cs_status *st)
         fprintf(out, "no processes\n");
         return;
     }
-    fprintf(out, "%5s %8s %8s %-5s %-15s %3s %11s %9s %-4s %s\n", "SLOT", "PID", "HOST_PID",
-            "STATE", "IDENTITY", "DEV", "TOTAL MiB", "GPU s", "SUSP", "BY CATEGORY (MiB)");
+    fprintf(out, "%5s %8s %8s %-5s %-15s %3s %11s %9s %-4s %-3s %s\n", "SLOT", "PID",
+            "HOST_PID", "STATE", "IDENTITY", "DEV", "TOTAL MiB", "GPU s", "SUSP", "MPS",
+            "BY CATEGORY (MiB)");
     for (int i = 0; i < st->nproc; i++) {
         const struct cs_status_process *p = &st->proc[i];
         char ident[48];
@@ -229,8 +235,9 @@ void cs_status_print_human(FILE *out, const struct cs_status *st)
                         p->alive ? "live" : "dead", ident);
             else
                 fprintf(out, "%5s %8s %8s %-5s %-15s", "", "", "", "", "");
-            fprintf(out, " %3d %11.1f %9.3f %-4s ", d, (double)total / MIB,
-                    (double)p->gpu_ns[d] * 1e-9, p->suspended ? "yes" : "no");
+            fprintf(out, " %3d %11.1f %9.3f %-4s %-3s ", d, (double)total / MIB,
+                    (double)p->gpu_ns[d] * 1e-9, p->suspended ? "yes" : "no",
+                    p->mps ? "yes" : "no");
             const char *sep = "";
             for (int c = 0; c < CS_MEM_NCATEGORIES; c++)
                 if (p->bytes[d][c]) {
@@ -241,9 +248,9 @@ void cs_status_print_human(FILE *out, const struct cs_status *st)
             fprintf(out, "\n");
         }
         if (!rows)
-            fprintf(out, "%5d %8" PRId32 " %8s %-5s %-15s %3s %11.1f %9.3f %-4s -\n", p->slot,
-                    p->pid, hp, p->alive ? "live" : "dead", ident, "-", 0.0, 0.0,
-                    p->suspended ? "yes" : "no");
+            fprintf(out, "%5d %8" PRId32 " %8s %-5s %-15s %3s %11.1f %9.3f %-4s %-3s -\n",
+                    p->slot, p->pid, hp, p->alive ? "live" : "dead", ident, "-", 0.0, 0.0,
+                    p->suspended ? "yes" : "no", p->mps ? "yes" : "no");
     }
 }
 
@@ -285,19 +292,24 @@ void cs_status_print_json(FILE *out, const struct cs_status *st)
         else
             fprintf(out, "null");
         fprintf(out, ",\"peak\":%" PRIu64 ",\"physical_total\":%" PRIu64
-                     ",\"sm_limit\":%" PRIu32 ",\"shared\":%" PRIu64 "}",
-                d->peak, d->physical_total, d->sm_limit, d->shared);
+                     ",\"sm_limit\":%" PRIu32 ",\"mps_daemon\":",
+                d->peak, d->physical_total, d->sm_limit);
+        if (d->mps_pid)
+            fprintf(out, "%" PRId32, d->mps_pid);
+        else
+            fprintf(out, "null");
+        fprintf(out, ",\"shared\":%" PRIu64 "}", d->shared);
     }
     fprintf(out, "],\"processes\":[");
     for (int i = 0; i < st->nproc; i++) {
         const struct cs_status_process *p = &st->proc[i];
         fprintf(out, "%s{\"slot\":%d,\"pid\":%" PRId32 ",\"host_pid\":%" PRId32
                      ",\"state\":\"%s\",\"identity\":\"%s\",\"identity_reason\":%" PRIu32
-                     ",\"lock_waits\":%" PRIu32 ",\"suspended\":%s,"
+                     ",\"lock_waits\":%" PRIu32 ",\"suspended\":%s,\"mode\":\"%s\","
                      "\"start_ns\":%" PRIu64 ",\"bytes\":{",
                 i ? "," : "", p->slot, p->pid, p->host_pid, p->alive ? "live" : "dead",
                 cs__ledger_identity_name(p->identity), p->identity_reason, p->lock_waits,
-                p->suspended ? "true" : "false", p->start_ns);
+                p->suspended ? "true" : "false", p->mps ? "mps" : "time-sliced", p->start_ns);
         for (int k = 0; k < st->ndev; k++) {
             int d = st->dev[k].index;
             fprintf(out, "%s\"dev%d\":{", k ? "," : "", d);

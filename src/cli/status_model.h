@@ -25,6 +25,8 @@ struct cs_status_device {
     uint64_t shared;            /* part of used held by shares (memory several
                                  * processes hold), in no process's bytes */
     uint32_t sm_limit;          /* percent, 0 = none */
+    int32_t mps_pid;            /* cushare's MPS daemon of this GPU, when it runs
+                                 * (cs_mps_annotate; derived, not in the ledger) */
 };
 
 struct cs_status_process {
@@ -32,6 +34,7 @@ struct cs_status_process {
     int32_t pid, host_pid;
     bool alive;                 /* false: LIVE but its lock is free (not yet reaped) */
     bool suspended;             /* parked by `cushare suspend` */
+    bool mps;                   /* a client of a device's mps_pid daemon */
     uint32_t identity;          /* enum cs_identity_tier */
     uint32_t identity_reason;   /* errno of the last fallback, 0 none */
     uint32_t lock_waits;        /* post-init lock waits (legacy probe) */
