@@ -118,7 +118,8 @@ static const char *gpu_path(const char *uuid, const char *rest)
     static char buf[4][4400];
     static int k;
     char *b = buf[k++ % 4];
-    snprintf(b, sizeof buf[0], "%s/%s/%s", mps_dir, uuid, rest);
+    int n = snprintf(b, sizeof buf[0], "%s/%s/%s", mps_dir, uuid, rest);
+    CHECK(n > 0 && (size_t)n < sizeof buf[0]);
     return b;
 }
 
