@@ -24,6 +24,11 @@ fakecuda_test(fake_threads test_fake_threads.c LIBS fakecuda_driver fakecuda_nvm
 fakecuda_test(fake_power_model test_fake_power_model.c
   LIBS fakecuda_driver fakecuda_nvml)
 
+# MPS (fake_mps.c): the client side of the control daemon's protocol (the
+# test plays the daemon), the MPS attribute, occupancy, and (fake_common.c)
+# concurrent kernels of clients on the timeline.
+fakecuda_test(fake_mps test_fake_mps.c LIBS fakecuda_driver fakecuda_nvml)
+
 # Stream capture (fake_capture.c): the rules, modes, fork/join, legacy
 # stream, graph timing and graph memory.
 fakecuda_test(fake_capture test_fake_capture.c LIBS fakecuda_driver fakecuda_nvml)

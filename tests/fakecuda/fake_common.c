@@ -24,6 +24,8 @@
 
 struct fc_config fc_cfg;
 struct fakecuda_state *fc_S;
+uint32_t fc_mps_mask;
+uint32_t fc_mps_cap_ppm;
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 /* Which fake library this copy of the file is compiled into. */
@@ -57,6 +59,9 @@ static void read_config(void)
     fc_cfg.ctx_cost_us = env_u64("FAKECUDA_CTX_COST_US", 0, 0);
     fc_cfg.ctx_bytes = env_u64("FAKECUDA_CTX_BYTES", 0, 1);
     fc_cfg.ctx_extra_bytes = env_u64("FAKECUDA_CTX_EXTRA_BYTES", 0, 1);
+    /* What one MPS client context takes: not measured on the H200 yet, so
+     * by default the same as an ordinary context. */
+    fc_cfg.mps_ctx_bytes = env_u64("FAKECUDA_MPS_CTX_BYTES", fc_cfg.ctx_bytes, 1);
     fc_cfg.ns_per_block = env_u64("FAKECUDA_NS_PER_BLOCK", 1000, 0);
     fc_cfg.memset_ns_per_mib = env_u64("FAKECUDA_MEMSET_NS_PER_MIB", 1000, 0);
     fc_cfg.graph_ns = env_u64("FAKECUDA_GRAPH_US", 100, 0) * 1000;
@@ -402,6 +407,8 @@ struct fakecuda_proc *fc_proc_self(void)
         if (!fc_S->proc[i].pid) {
             p = &fc_S->proc[i];
             memset(p, 0, sizeof(*p));
+            p->mps_mask = __atomic_load_n(&fc_mps_mask, __ATOMIC_RELAXED);
+            p->mps_cap_ppm = __atomic_load_n(&fc_mps_cap_ppm, __ATOMIC_RELAXED);
             __atomic_store_n(&p->pid, pid, __ATOMIC_RELEASE);
             __atomic_store_n(&g_slot_pid, pid, __ATOMIC_RELEASE);
             __atomic_store_n(&g_slot, i, __ATOMIC_RELEASE);

@@ -176,6 +176,7 @@ static void atfork_parent(void)
 static void atfork_child(void)
 {
     pthread_mutex_init(&fc_mu, NULL);
+    fc_mps_forget();
     fc_exec_reset();
     fc_mem_reset();
     static struct fc_obj *all[65536];
@@ -274,9 +275,11 @@ FC_EXPORT CUresult CUDAAPI cuInit(unsigned int Flags)
     fc_lock();
     if (!fc_inited) {
         parse_visible();
-        if (!fc_nvis) {
+        if (!fc_nvis)
             r = CUDA_ERROR_NO_DEVICE;
-        } else {
+        else
+            r = fc_mps_connect(); /* the driver asks for MPS at init */
+        if (r == CUDA_SUCCESS) {
             for (int i = 0; i < fc_nvis; i++) {
                 struct fc_ctx *c = calloc(1, sizeof(*c));
                 if (!c) {
@@ -290,6 +293,8 @@ FC_EXPORT CUresult CUDAAPI cuInit(unsigned int Flags)
             }
             if (r == CUDA_SUCCESS)
                 __atomic_store_n(&fc_inited, 1, __ATOMIC_RELEASE);
+            else
+                fc_mps_forget(); /* not initialised: not a client either */
         }
     }
     fc_unlock();
@@ -433,7 +438,7 @@ FC_EXPORT CUresult CUDAAPI cuDeviceGetAttribute(int *pi, CUdevice_attribute attr
     case CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE: v = 52428800; break;
     case CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT: v = 512; break;
     case CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT: v = 32; break;
-    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: v = 132; break;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: v = (int)fc_S->dev[p].sms; break;
     case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR: v = 2048; break;
     case CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR: v = 32; break;
     case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: v = 9; break;
@@ -446,6 +451,7 @@ FC_EXPORT CUresult CUDAAPI cuDeviceGetAttribute(int *pi, CUdevice_attribute attr
     case CU_DEVICE_ATTRIBUTE_INTEGRATED: v = 0; break;
     case CU_DEVICE_ATTRIBUTE_TCC_DRIVER: v = 0; break;
     case CU_DEVICE_ATTRIBUTE_KERNEL_EXEC_TIMEOUT: v = 0; break;
+    case CU_DEVICE_ATTRIBUTE_MPS_ENABLED: v = fc_mps_client(p); break;
     case CU_DEVICE_ATTRIBUTE_GPU_OVERLAP:
     case CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY:
     case CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS:
@@ -477,16 +483,19 @@ FC_EXPORT CUresult CUDAAPI cuDeviceGetAttribute(int *pi, CUdevice_attribute attr
 
 /* Context c becomes live on physical device `phys` (under fc_mu). It
  * charges FAKECUDA_CTX_BYTES when it is the process's only context there
- * (and lists the process in NVML), FAKECUDA_CTX_EXTRA_BYTES when the
- * process has others; it gives back exactly that when it goes, whichever
- * goes first. The H200 (driver 580) takes 518 MiB for every context, the
- * first and any further one: set both knobs alike to model it. */
+ * (FAKECUDA_MPS_CTX_BYTES for an MPS client; and lists the process in
+ * NVML), FAKECUDA_CTX_EXTRA_BYTES when the process has others; it gives
+ * back exactly that when it goes, whichever goes first. The H200 (driver
+ * 580) takes 518 MiB for every context, the first and any further one:
+ * set both knobs alike to model it. */
 static CUresult device_ctx_up(struct fc_ctx *c, int phys)
 {
     const int first = g_devctx[phys] == 0;
     if (first && fc_cfg.ctx_cost_us)
         usleep((useconds_t)fc_cfg.ctx_cost_us);
-    uint64_t bytes = first ? fc_cfg.ctx_bytes : fc_cfg.ctx_extra_bytes;
+    uint64_t bytes = !first ? fc_cfg.ctx_extra_bytes
+                     : fc_mps_client(phys) ? fc_cfg.mps_ctx_bytes
+                                           : fc_cfg.ctx_bytes;
     if (fc_charge(phys, bytes, FAKECUDA_KIND_CONTEXT))
         return CUDA_ERROR_OUT_OF_MEMORY;
     c->ctx_bytes = bytes;
@@ -908,6 +917,10 @@ static const struct err_row {
     {CUDA_ERROR_SYSTEM_NOT_READY, "CUDA_ERROR_SYSTEM_NOT_READY", "system not yet initialized"},
     {CUDA_ERROR_SYSTEM_DRIVER_MISMATCH, "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH", "system has unsupported display driver / cuda driver combination"},
     {CUDA_ERROR_TIMEOUT, "CUDA_ERROR_TIMEOUT", "timeout"},
+    {CUDA_ERROR_MPS_CONNECTION_FAILED, "CUDA_ERROR_MPS_CONNECTION_FAILED",
+     "MPS client failed to connect to the MPS control daemon or the MPS server"},
+    {CUDA_ERROR_MPS_SERVER_NOT_READY, "CUDA_ERROR_MPS_SERVER_NOT_READY",
+     "MPS server is not ready to accept new MPS client requests"},
     {CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error"},
 };
 

@@ -244,8 +244,7 @@ static CUresult launch_on(CUfunction f, unsigned gx, unsigned gy, unsigned gz, u
         (uint64_t)bx * by * bz > 1024 || shmem > 232448)
         return CUDA_ERROR_INVALID_VALUE;
     uint64_t blocks = (uint64_t)gx * gy * gz;
-    if (coop && blocks > 132ULL * 32)
-        return CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
+    unsigned threads = bx * by * bz;
     fc_lock();
     CUresult r = CUDA_SUCCESS;
     if (!fc_obj_get(f, FC_T_FUNC) && !fc_obj_get(f, FC_T_KERNEL))
@@ -254,6 +253,11 @@ static CUresult launch_on(CUfunction f, unsigned gx, unsigned gy, unsigned gz, u
     struct fc_capture *cap = NULL;
     if (r == CUDA_SUCCESS)
         r = fc_stream_resolve(h, ptsz, &s);
+    /* A cooperative grid must be resident at once (cuda.h: at most the
+     * occupancy per SM times the SMs). */
+    if (r == CUDA_SUCCESS && coop &&
+        blocks > (uint64_t)fc_S->dev[s.ctx->o.phys].sms * (uint64_t)fc_blocks_per_sm(threads, shmem))
+        r = CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
     if (r == CUDA_SUCCESS)
         r = uncapturable ? fc_cap_uncapturable(&s) : fc_cap_check(&s, &cap);
     if (r == CUDA_SUCCESS && cap) {

@@ -31,6 +31,7 @@ struct fc_config {
     uint64_t ctx_cost_us;     /* FAKECUDA_CTX_COST_US */
     uint64_t ctx_bytes;       /* FAKECUDA_CTX_BYTES */
     uint64_t ctx_extra_bytes; /* FAKECUDA_CTX_EXTRA_BYTES */
+    uint64_t mps_ctx_bytes;   /* FAKECUDA_MPS_CTX_BYTES (default: ctx_bytes) */
     uint64_t ns_per_block;    /* FAKECUDA_NS_PER_BLOCK */
     uint64_t memset_ns_per_mib; /* FAKECUDA_MEMSET_NS_PER_MIB */
     uint64_t graph_ns;        /* FAKECUDA_GRAPH_US * 1000 */
@@ -77,6 +78,13 @@ void fc_proc_ctx(int dev, int on);
 /* Drops this process's entry: uncharges everything still charged to it
  * (process teardown). */
 void fc_proc_drop_self(void);
+/* This process as an MPS client (fake_mps.c sets both at cuInit, under
+ * fc_mu; a fork child clears them; always 0 in the NVML library). Read
+ * with relaxed atomics: the scheduler and fc_proc_self (which copies them
+ * into the process's entry when it claims it). */
+extern uint32_t fc_mps_mask;    /* bit d: an MPS client on physical device d */
+extern uint32_t fc_mps_cap_ppm; /* active thread percentage, ppm of the SMs */
+#define FC_PPM 1000000u
 /* Reclaims entries of dead processes. */
 void fc_reap_dead(void);
 int fc_pid_alive(int pid);
@@ -280,6 +288,25 @@ void fc_graph_exec_release(int phys, uint64_t bytes);
 CUresult fc_graph_launch_memory(void *exec, uint64_t *work_ns);
 /* Forgets every per-process memory table (fork child). */
 void fc_mem_reset(void);
+
+/* ---- driver: MPS client and occupancy (fake_mps.c) ---------------------- */
+
+/* At the first successful cuInit (under fc_mu, after CUDA_VISIBLE_DEVICES):
+ * looks for an MPS control daemon and becomes its client on every visible
+ * device, or stays an ordinary process. CUDA_SUCCESS either way, or
+ * CUDA_ERROR_MPS_CONNECTION_FAILED when a daemon accepted but did not
+ * answer "ok <pct>". */
+CUresult fc_mps_connect(void);
+/* Fork child: the parent's connection is not the child's (closes it). */
+void fc_mps_forget(void);
+/* 1 when this process is an MPS client on physical device `phys`. */
+int fc_mps_client(int phys);
+/* Occupancy model: resident blocks of `threads`-thread blocks using
+ * `shmem` bytes of dynamic shared memory on one SM (0: cannot run). */
+int fc_blocks_per_sm(unsigned threads, size_t shmem);
+/* Share of physical device `phys` a grid can occupy, in ppm:
+ * min(1, blocks / (SMs x fc_blocks_per_sm)), at least 1 ppm. */
+uint32_t fc_occupancy_ppm(int phys, uint64_t blocks, unsigned threads, size_t shmem);
 
 /* ---- driver: execution (fake_exec.c) ------------------------------------ */
 

@@ -37,7 +37,7 @@
 #include <unistd.h>
 
 #define FAKECUDA_STATE_MAGIC 0x3154534144554346ULL /* "FCUDAST1" */
-#define FAKECUDA_STATE_VERSION 2u
+#define FAKECUDA_STATE_VERSION 3u
 #define FAKECUDA_MAX_DEVICES 16
 #define FAKECUDA_MAX_PROCS 128
 #define FAKECUDA_MAX_HOOKS 256
@@ -45,6 +45,8 @@
 #define FAKECUDA_MAX_EXPORTS 256
 #define FAKECUDA_RING 4096
 #define FAKECUDA_DEFAULT_MEM (16ULL << 30)
+#define FAKECUDA_DEFAULT_SMS 132 /* the H200's (and H100 SXM's) multiprocessors */
+#define FAKECUDA_MAX_SMS 1024
 
 /* What a charge of device memory is for (kind_used / used_by_kind). */
 enum fakecuda_kind {
@@ -104,6 +106,8 @@ struct fakecuda_device {
     uint64_t launches;      /* kernels + graph launches, cumulative */
     uint64_t busy_until_ns; /* CLOCK_MONOTONIC ns at which queued work ends */
     uint64_t busy_ns;       /* accumulated scheduled GPU time */
+    uint32_t sms;           /* multiprocessors (FAKECUDA_SMS at creation) */
+    uint32_t pad;
     pthread_mutex_t lock;   /* robust, process-shared: timeline + ring */
     uint64_t ring_head;     /* intervals appended; slot = index % FAKECUDA_RING */
     struct fakecuda_interval ring[FAKECUDA_RING];
@@ -120,6 +124,9 @@ struct fakecuda_proc {
     uint64_t imported[FAKECUDA_MAX_DEVICES]; /* bytes it imported (owned by others) */
     uint64_t busy_ns[FAKECUDA_MAX_DEVICES];  /* GPU time its work was scheduled for */
     uint64_t launches[FAKECUDA_MAX_DEVICES];
+    uint32_t mps_mask;      /* bit d: an MPS client on physical device d (its own
+                             * fake libcuda sets it when it claims the entry) */
+    uint32_t mps_cap_ppm;   /* its active thread percentage, in ppm of the SMs */
 };
 
 /* A VMM allocation exported as a POSIX fd, or a legacy IPC handle. */
@@ -355,6 +362,10 @@ static inline void fakecuda_state_init(struct fakecuda_state *s)
     if (n > FAKECUDA_MAX_DEVICES)
         n = FAKECUDA_MAX_DEVICES;
     uint64_t mem = fakecuda_parse_bytes(getenv("FAKECUDA_MEM"));
+    e = getenv("FAKECUDA_SMS");
+    long sms = e && *e ? strtol(e, NULL, 10) : FAKECUDA_DEFAULT_SMS;
+    if (sms < 1 || sms > FAKECUDA_MAX_SMS)
+        sms = FAKECUDA_DEFAULT_SMS;
     if (!mem)
         mem = FAKECUDA_DEFAULT_MEM;
     s->version = FAKECUDA_STATE_VERSION;
@@ -369,6 +380,7 @@ static inline void fakecuda_state_init(struct fakecuda_state *s)
         snprintf(name, sizeof(name), "FAKECUDA_MEM_%u", i);
         uint64_t m = fakecuda_parse_bytes(getenv(name));
         d->total = m ? m : mem;
+        d->sms = (uint32_t)sms;
         snprintf(name, sizeof(name), "FAKECUDA_UUID_%u", i);
         const char *u = getenv(name);
         if (!u || fakecuda_parse_uuid(u, d->uuid))
