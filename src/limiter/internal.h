@@ -7,6 +7,7 @@
  *   board.c    the node board: tenants' priority and recent activity
  *   suspend.c  the suspend checkpoint and optional HAMi signal handlers
  *   law.c      the control law (pure)
+ *   shape.c    what part of the GPU a launch can hold (MPS devices)
  *
  * Locking: each device has one mutex (struct cs_lim_dev.mu) over its
  * control state, its stream records, its signature table and the event
@@ -38,6 +39,7 @@
 #define CS_LIM_SIGS 256          /* signature table entries per device (hashed) */
 #define CS_LIM_SIG_WINDOW 16     /* minimum over the last 16..32 measurements */
 #define CS_LIM_SIG_SLACK_PCT 5   /* charge at most the minimum + 5 % */
+#define CS_LIM_OCC_FULL 1000000u /* a launch that can hold the whole GPU, ppm */
 
 /* A context we record markers in: its device and a pool of free events. */
 struct cs_lim_ctx {
@@ -53,6 +55,7 @@ struct cs_lim_pair {
     uint64_t sig;
     enum cs_lim_kind kind;
     uint32_t launches;           /* launches of signature sig between s and e */
+    uint32_t occ_ppm;            /* part of the GPU they can hold (shape.c) */
 };
 
 /* Launches of one signature queued back to back after one start marker,
@@ -68,6 +71,13 @@ struct cs_lim_group {
     int64_t est;                 /* their estimates, pending in the law */
     uint64_t sig;
     enum cs_lim_kind kind;
+    uint32_t occ_ppm;            /* part of the GPU its launches can hold */
+};
+
+/* Occupancy of a launch signature on a concurrent device (shape.c). */
+struct cs_lim_occ {
+    uint64_t sig;                /* 0 = empty */
+    uint32_t ppm;
 };
 
 /* Recent contention-free GPU time of one launch signature (device mutex
@@ -124,6 +134,14 @@ struct cs_lim_dev {
     int nstreams;
     struct cs_lim_stream *streams[CS_LIM_STREAMS];
     struct cs_lim_sig sigs[CS_LIM_SIGS];
+    int shape_known;             /* atomic: the two below are set (shape.c,
+                                    once, at the device's first context) */
+    int concurrent;              /* its contexts are MPS clients: kernels of
+                                    other processes run beside ours, so a
+                                    launch is charged for the part of the GPU
+                                    it can hold, and there are no windows */
+    int sms;                     /* its multiprocessors, 0 = unknown */
+    struct cs_lim_occ occ[CS_LIM_SIGS]; /* device mutex: recent signatures */
 };
 
 extern struct cs_lim_dev cs__lim_devs[CS_MAX_DEVICES];
@@ -156,6 +174,14 @@ static inline int64_t *cs__lim_clock(int d)
 
 /* Our slot, or NULL before the ledger is ready. */
 struct cs_ledger_slot *cs__lim_my_slot(void);
+
+/* Launch shapes (shape.c). cs__shape_device_seen: asks the driver, once
+ * per device, whether its contexts are MPS clients and how many SMs it
+ * has. cs__shape_occupancy (device mutex held): the part of the GPU a
+ * launch can hold, in ppm of CS_LIM_OCC_FULL; the whole GPU on a device
+ * that time-slices, or when unknown. */
+void cs__shape_device_seen(int d);
+uint32_t cs__shape_occupancy(struct cs_lim_dev *D, const struct cs_lim_launch *l);
 
 /* Watcher (watch.c). Started once per process (again in a fork child). */
 void cs__watch_start(void);

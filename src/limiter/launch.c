@@ -9,12 +9,12 @@
 
 #include "limiter/limiter.h"
 
-#define SIG_K cs__lim_sig_kernel(f, gx, gy, gz, bx, by, bz, shmem)
-#define SIG_EX                                                                            \
-    (config ? cs__lim_sig_kernel(f, config->gridDimX, config->gridDimY, config->gridDimZ, \
-                                 config->blockDimX, config->blockDimY, config->blockDimZ, \
-                                 config->sharedMemBytes)                                 \
-            : 0)
+#define SIG_K cs__lim_kernel(f, gx, gy, gz, bx, by, bz, shmem)
+#define SIG_EX                                                                        \
+    (config ? cs__lim_kernel(f, config->gridDimX, config->gridDimY, config->gridDimZ, \
+                             config->blockDimX, config->blockDimY, config->blockDimZ, \
+                             config->sharedMemBytes)                                 \
+            : (struct cs_lim_launch){0})
 
 
 CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
@@ -71,19 +71,19 @@ CUresult CUDAAPI cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx, u
 
 CUresult CUDAAPI cuLaunch(CUfunction f)
 {
-    CS_LAUNCH_BODY(cuLaunch, NULL, cs__lim_sig_kernel(f, 1, 1, 1, 0, 0, 0, 0), cs_real.cuLaunch(f));
+    CS_LAUNCH_BODY(cuLaunch, NULL, cs__lim_kernel(f, 1, 1, 1, 0, 0, 0, 0), cs_real.cuLaunch(f));
 }
 
 CUresult CUDAAPI cuLaunchGrid(CUfunction f, int w, int h)
 {
-    CS_LAUNCH_BODY(cuLaunchGrid, NULL, cs__lim_sig_kernel(f, (unsigned)w, (unsigned)h, 1, 0, 0, 0, 0),
+    CS_LAUNCH_BODY(cuLaunchGrid, NULL, cs__lim_kernel(f, (unsigned)w, (unsigned)h, 1, 0, 0, 0, 0),
                    cs_real.cuLaunchGrid(f, w, h));
 }
 
 CUresult CUDAAPI cuLaunchGridAsync(CUfunction f, int w, int h, CUstream s)
 {
     CS_LAUNCH_BODY(cuLaunchGridAsync, s,
-                   cs__lim_sig_kernel(f, (unsigned)w, (unsigned)h, 1, 0, 0, 0, 0),
+                   cs__lim_kernel(f, (unsigned)w, (unsigned)h, 1, 0, 0, 0, 0),
                    cs_real.cuLaunchGridAsync(f, w, h, s));
 }
 
@@ -99,9 +99,9 @@ CUresult CUDAAPI cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS *list, 
         const CUDA_LAUNCH_PARAMS *p = &list[i];
         cs__limiter_before_launch(&t[i], p->hStream,
                                   CS_LIM_PATH_cuLaunchCooperativeKernelMultiDevice,
-                                  cs__lim_sig_kernel(p->function, p->gridDimX, p->gridDimY,
-                                                     p->gridDimZ, p->blockDimX, p->blockDimY,
-                                                     p->blockDimZ, p->sharedMemBytes));
+                                  cs__lim_kernel(p->function, p->gridDimX, p->gridDimY,
+                                                 p->gridDimZ, p->blockDimX, p->blockDimY,
+                                                 p->blockDimZ, p->sharedMemBytes));
     }
     CUresult r = cs_real.cuLaunchCooperativeKernelMultiDevice(list, n, flags);
     for (unsigned i = 0; i < m; i++)
@@ -125,10 +125,12 @@ CUresult CUDAAPI cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS *list, 
 #define MS_STREAM_5(d, p, v, w, h) NULL
 #define MS_STREAM_6(d, p, v, w, h, s) s
 #define MS_SIG(...) MS_CAT(MS_SIG_, MS_NARGS(__VA_ARGS__))(__VA_ARGS__)
-#define MS_SIG_3(d, v, n) cs__lim_sig_memset(sizeof(v), n, 1)
-#define MS_SIG_4(d, v, n, s) cs__lim_sig_memset(sizeof(v), n, 1)
-#define MS_SIG_5(d, p, v, w, h) cs__lim_sig_memset(sizeof(v), w, h)
-#define MS_SIG_6(d, p, v, w, h, s) cs__lim_sig_memset(sizeof(v), w, h)
+#define MS_SIG_3(d, v, n) MS_LAUNCH(cs__lim_sig_memset(sizeof(v), n, 1))
+#define MS_SIG_4(d, v, n, s) MS_LAUNCH(cs__lim_sig_memset(sizeof(v), n, 1))
+#define MS_SIG_5(d, p, v, w, h) MS_LAUNCH(cs__lim_sig_memset(sizeof(v), w, h))
+#define MS_SIG_6(d, p, v, w, h, s) MS_LAUNCH(cs__lim_sig_memset(sizeof(v), w, h))
+/* A memset holds the GPU as a whole as far as the limiter knows. */
+#define MS_LAUNCH(sig_) ((struct cs_lim_launch){.sig = (sig_)})
 
 #define MS_WRAP_MEMSET(sym, params, args) \
     CUresult CUDAAPI sym params { CS_LAUNCH_BODY(sym, MS_STREAM args, MS_SIG args, cs_real.sym args); }
@@ -142,6 +144,7 @@ CUresult CUDAAPI cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS *list, 
 #define MS_WRAP_CAPTURE(sym, params, args)
 #define MS_WRAP_KERNEL(sym, params, args)
 #define MS_WRAP_GRAPHRUN(sym, params, args)
+#define MS_WRAP_INSTANTIATE(sym, params, args)
 #define CS_CU(base, sym, since, variant, family, params, args) MS_WRAP_##family(sym, params, args)
 #define CS_NVML(sym, family, params, args)
 #include "hook/hooks.def"

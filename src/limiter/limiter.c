@@ -185,6 +185,7 @@ static struct cs_lim_ctx *ctx_get(CUcontext ctx)
     int d = device_of_ctx(ctx);
     if (d < 0)
         return NULL;
+    cs__shape_device_seen(d);
     struct cs_lim_ctx *cx = NULL;
     pthread_mutex_lock(&ctx_mu);
     for (int i = 0; i < CS_LIM_CTXS && !cx; i++)
@@ -368,23 +369,31 @@ static int64_t sig_min(const struct cs_lim_sig *e)
     return e->min_cur;
 }
 
-/* Work of a launch measured or charged `charged`: at most its signature's
- * minimum when that is known. */
-static int64_t sig_work(struct cs_lim_dev *D, uint64_t key, int64_t charged)
+/* GPU time ns of a launch that can hold occ ppm of the GPU, as a charge
+ * (shape.c: the whole GPU on a device that time-slices). */
+static int64_t occ_scale(int64_t ns, uint32_t occ)
+{
+    return occ >= CS_LIM_OCC_FULL ? ns : (int64_t)((double)ns * occ / CS_LIM_OCC_FULL);
+}
+
+/* Work of a launch measured or charged `charged` (already scaled by its
+ * occupancy occ): at most its signature's minimum when that is known. */
+static int64_t sig_work(struct cs_lim_dev *D, uint64_t key, int64_t charged, uint32_t occ)
 {
     const struct cs_lim_sig *e = key ? sig_slot(D, key) : NULL;
-    int64_t mn = e && e->key == key ? sig_min(e) : 0;
+    int64_t mn = e && e->key == key ? occ_scale(sig_min(e), occ) : 0;
     return mn > 0 && mn < charged ? mn : charged;
 }
 
 /* Also stores in *work what the launch did: its measurement, at most the
  * signature's minimum (without slack). Throughput, unlike time, is not
  * inflated by a co-tenant's slices or a cold cache after a switch. */
-static int64_t sig_charge(struct cs_lim_dev *D, uint64_t key, int64_t ns, int64_t *work)
+static int64_t sig_charge(struct cs_lim_dev *D, uint64_t key, int64_t ns, int64_t *work,
+                          uint32_t occ)
 {
-    *work = sig_work(D, key, ns);
+    *work = sig_work(D, key, occ_scale(ns, occ), occ);
     if (!key)
-        return ns;
+        return occ_scale(ns, occ);
     struct cs_lim_sig *e = sig_slot(D, key);
     if (e->key != key) {
         memset(e, 0, sizeof *e);
@@ -401,6 +410,7 @@ static int64_t sig_charge(struct cs_lim_dev *D, uint64_t key, int64_t ns, int64_
     if (!e->min_cur || ns < e->min_cur)
         e->min_cur = ns;
     e->n++;
+    charged = occ_scale(charged, occ);
     e->charged = e->charged ? e->charged + (charged - e->charged) / 4 : charged;
     return charged;
 }
@@ -441,7 +451,7 @@ static uint64_t harvest_stream(struct cs_lim_dev *D, struct cs_lim_stream *st, i
             /* The launches of a group are of one signature: each took
              * its share of the span. */
             int64_t w, n = p->launches ? p->launches : 1;
-            int64_t ns = sig_charge(D, p->sig, (int64_t)((double)ms * 1e6) / n, &w);
+            int64_t ns = sig_charge(D, p->sig, (int64_t)((double)ms * 1e6) / n, &w, p->occ_ppm);
             got += (uint64_t)(ns * n);
             *work += (uint64_t)(w * n);
             int64_t *est = &D->est[p->kind];
@@ -484,16 +494,18 @@ static bool in_own_window(const struct cs_lim_dev *D, int64_t now)
 
 /* A co-tenant's time slices inside a long span would be charged to us:
  * groups only alone on the device or inside our own window, past the
- * lead the previous owner may still be draining in. */
+ * lead the previous owner may still be draining in — or on a concurrent
+ * device, where nobody's slices interrupt ours. */
 static bool groups_allowed(const struct cs_lim_dev *D, int64_t now)
 {
-    return __atomic_load_n(&D->alone, __ATOMIC_RELAXED) || in_own_window(D, now);
+    return __atomic_load_n(&D->alone, __ATOMIC_RELAXED) || in_own_window(D, now) ||
+           __atomic_load_n(&D->concurrent, __ATOMIC_RELAXED);
 }
 
 /* Charges `ns` of our work by estimate, `pending` of it pending until now
  * (device mutex held): in our slot, the tenant's clock and our work. */
-static void charge_by_estimate(struct cs_lim_dev *D, int dev, uint64_t sig, uint32_t launches,
-                               int64_t ns, int64_t pending, int64_t now)
+static void charge_by_estimate(struct cs_lim_dev *D, int dev, uint64_t sig, uint32_t occ,
+                               uint32_t launches, int64_t ns, int64_t pending, int64_t now)
 {
     if (ns <= 0) {
         cs__law_pending(&D->law, -pending);
@@ -504,7 +516,7 @@ static void charge_by_estimate(struct cs_lim_dev *D, int dev, uint64_t sig, uint
         __atomic_fetch_add(&s->gpu_ns[dev], (uint64_t)ns, __ATOMIC_RELAXED);
     __atomic_fetch_add(&D->own_total, (uint64_t)ns, __ATOMIC_RELAXED);
     int64_t n = launches ? launches : 1;
-    __atomic_fetch_add(&D->own_work, (uint64_t)(sig_work(D, sig, ns / n) * n), __ATOMIC_RELAXED);
+    __atomic_fetch_add(&D->own_work, (uint64_t)(sig_work(D, sig, ns / n, occ) * n), __ATOMIC_RELAXED);
     if (D->law_running)
         cs__law_charge(&D->law, (uint64_t)ns, pending, now);
     else
@@ -524,7 +536,7 @@ static void group_drop(struct cs_lim_dev *D, struct cs_lim_stream *st, int64_t n
 {
     struct cs_lim_group *g = &st->group;
     CS_LIM_STAT_ADD(groups_estimated, 1);
-    charge_by_estimate(D, st->cx->dev, g->sig, g->n, g->est, g->est, now);
+    charge_by_estimate(D, st->cx->dev, g->sig, g->occ_ppm, g->n, g->est, g->est, now);
     pool_put(st->cx, g->start);
     group_forget(D, st);
 }
@@ -548,7 +560,7 @@ static void group_close(struct cs_lim_dev *D, struct cs_lim_stream *st, int64_t 
     }
     struct cs_lim_pair *p = &st->fifo[(st->head + st->n) % CS_LIM_FIFO];
     *p = (struct cs_lim_pair){.s = g->start, .e = e, .est = g->est, .sig = g->sig,
-                              .kind = g->kind, .launches = g->n};
+                              .kind = g->kind, .launches = g->n, .occ_ppm = g->occ_ppm};
     st->n++;
     D->inflight++;
     group_forget(D, st);
@@ -693,7 +705,8 @@ static bool group_open(struct cs_lim_dev *D, struct cs_lim_ctx *cx, struct cs_li
     static uint64_t gens; /* under the device mutex of whichever device; only unique */
     st->group = (struct cs_lim_group){.start = ev, .gen = __atomic_add_fetch(&gens, 1,
                                                                             __ATOMIC_RELAXED),
-                                      .sig = t->sig, .kind = t->kind};
+                                      .sig = t->sig, .kind = t->kind,
+                                      .occ_ppm = t->occ_ppm};
     D->groups++;
     return true;
 }
@@ -718,8 +731,8 @@ static void issue_ticket(struct cs_lim_ticket *t, struct cs_lim_dev *D, struct c
     struct cs_lim_group *g = &st->group;
     if (g->start) {
         bool queued = group_queued(st);
-        if (queued && t->est && t->sig && g->sig == t->sig && g->n < CS_LIM_GROUP &&
-            groups_allowed(D, now))
+        if (queued && t->est && t->sig && g->sig == t->sig && g->occ_ppm == t->occ_ppm &&
+            g->n < CS_LIM_GROUP && groups_allowed(D, now))
             goto join;
         if (queued)
             group_close(D, st, now);
@@ -762,7 +775,7 @@ static void hold_while_hami_blocks(void)
 }
 
 void cs__limiter_pace(struct cs_lim_ticket *t, CUstream stream, enum cs_lim_path path,
-                      uint64_t sig)
+                      const struct cs_lim_launch *l)
 {
     if (!__atomic_load_n(&arm_decided, __ATOMIC_ACQUIRE))
         arm();
@@ -789,12 +802,13 @@ void cs__limiter_pace(struct cs_lim_ticket *t, CUstream stream, enum cs_lim_path
         hold_while_hami_blocks();
         CS_LIM_STAT_ADD(paced_launches, 1);
         CS_LIM_STAT_ADD(launches_by_path[path], 1);
-        t->sig = sig;
+        t->sig = l->sig;
         t->kind = pi->kind;
         bool engaged;
         struct cs_lim_stream *st = wait_turn(D, cx, key, rec, &engaged);
         struct cs_capture_guard g;
         cs__capture_unsafe_begin(&g);
+        t->occ_ppm = cs__shape_occupancy(D, l);
         issue_ticket(t, D, cx, st, engaged);
         cs__capture_unsafe_end(&g);
         pthread_mutex_unlock(&D->mu);
@@ -841,7 +855,7 @@ void cs__limiter_measure(struct cs_lim_ticket *t, CUresult launched)
     st->tickets--;
     if (!t->group) {
         if (launched == CUDA_SUCCESS)
-            charge_by_estimate(D, st->cx->dev, t->sig, 1, (int64_t)t->est, 0, now);
+            charge_by_estimate(D, st->cx->dev, t->sig, t->occ_ppm, 1, (int64_t)t->est, 0, now);
     } else {
         group_after_launch(D, st, t, launched, now);
     }

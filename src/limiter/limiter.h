@@ -46,6 +46,7 @@ struct cs_lim_ticket {
     uint64_t est;       /* GPU time expected of this launch (ns) */
     uint64_t sig;       /* kernel signature (cs__lim_sig_*), 0 = unknown */
     enum cs_lim_kind kind;
+    uint32_t occ_ppm;   /* part of the GPU the launch can hold (shape.c) */
 };
 
 /* Nonzero while some device of this process may need pacing or
@@ -75,8 +76,20 @@ struct cs_lim_path_info {
 
 extern const struct cs_lim_path_info cs__lim_paths[CS_LIM_NPATHS];
 
+/* What a launch is to the limiter: its signature, and its shape, from
+ * which a device whose contexts are MPS clients tells what part of the
+ * GPU it can hold (shape.c). */
+struct cs_lim_launch {
+    uint64_t sig;       /* cs__lim_sig_*, 0 = unknown */
+    const void *f;      /* kernel function; NULL: not a kernel */
+    const void *exec;   /* graph exec; NULL: not a graph launch */
+    uint64_t blocks;    /* grid size in blocks */
+    uint32_t threads;   /* threads per block, 0 = unknown */
+    uint32_t shmem;     /* dynamic shared memory per block */
+};
+
 void cs__limiter_pace(struct cs_lim_ticket *t, CUstream stream, enum cs_lim_path path,
-                      uint64_t sig);
+                      const struct cs_lim_launch *l);
 void cs__limiter_measure(struct cs_lim_ticket *t, CUresult launched);
 
 /* A context of this process is gone (destroyed, or a primary context
@@ -113,6 +126,20 @@ static inline uint64_t cs__lim_sig_graph(const void *exec)
     return h ? h : 1;
 }
 
+static inline struct cs_lim_launch cs__lim_kernel(const void *f, unsigned gx, unsigned gy,
+                                                  unsigned gz, unsigned bx, unsigned by,
+                                                  unsigned bz, unsigned shmem)
+{
+    return (struct cs_lim_launch){.sig = cs__lim_sig_kernel(f, gx, gy, gz, bx, by, bz, shmem),
+                                  .f = f, .blocks = (uint64_t)gx * gy * gz,
+                                  .threads = bx * by * bz, .shmem = shmem};
+}
+
+static inline struct cs_lim_launch cs__lim_graph(const void *exec)
+{
+    return (struct cs_lim_launch){.sig = cs__lim_sig_graph(exec), .exec = exec};
+}
+
 /* A memset's time depends on the bytes it writes and their shape. */
 static inline uint64_t cs__lim_sig_memset(size_t elem, size_t width, size_t height)
 {
@@ -122,12 +149,15 @@ static inline uint64_t cs__lim_sig_memset(size_t elem, size_t width, size_t heig
     return h ? h : 1;
 }
 
-/* `sig` is an expression evaluated only when the limiter is armed. */
-#define cs__limiter_before_launch(t_, stream_, path_, sig_)                         \
+/* `launch_` (a struct cs_lim_launch) is an expression evaluated only
+ * when the limiter is armed. */
+#define cs__limiter_before_launch(t_, stream_, path_, launch_)                     \
     do {                                                                           \
         (t_)->stream = 0;                                                          \
-        if (__builtin_expect(__atomic_load_n(&cs__lim_armed, __ATOMIC_RELAXED) != 0, 0)) \
-            cs__limiter_pace((t_), (stream_), (path_), (sig_));                    \
+        if (__builtin_expect(__atomic_load_n(&cs__lim_armed, __ATOMIC_RELAXED) != 0, 0)) { \
+            const struct cs_lim_launch l_ = (launch_);                             \
+            cs__limiter_pace((t_), (stream_), (path_), &l_);                       \
+        }                                                                          \
     } while (0)
 
 static inline void cs__limiter_after_launch(struct cs_lim_ticket *t, CUresult launched)
@@ -139,11 +169,11 @@ static inline void cs__limiter_after_launch(struct cs_lim_ticket *t, CUresult la
 /* The body of a launch wrapper: prologue, pacing, the call, measurement.
  * `sym` names the hooks.def row (and so the path); `call` is evaluated
  * once, between the two halves. */
-#define CS_LAUNCH_BODY(sym, stream, sig, call)                      \
+#define CS_LAUNCH_BODY(sym, stream, launch, call)                   \
     do {                                                            \
         CS_ENTER(sym);                                              \
         struct cs_lim_ticket t_;                                    \
-        cs__limiter_before_launch(&t_, (stream), CS_LIM_PATH_##sym, (sig)); \
+        cs__limiter_before_launch(&t_, (stream), CS_LIM_PATH_##sym, (launch)); \
         CUresult r_ = call;                                         \
         cs__limiter_after_launch(&t_, r_);                          \
         return r_;                                                  \

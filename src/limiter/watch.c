@@ -404,6 +404,13 @@ static void update_boost(int d, int util, uint32_t own_ppm, int64_t now)
     }
 }
 
+/* MPS clients run side by side: no turns to take, and a tenant under its
+ * limit is held by its own kernels' shape, not by the others (shape.c). */
+static bool concurrent(int d)
+{
+    return __atomic_load_n(&cs__lim_devs[d].concurrent, __ATOMIC_RELAXED) != 0;
+}
+
 /* Fulfilment: scale our share to the fulfilment of a starved tenant of
  * higher or equal priority, only while our own samples say the device is
  * saturated, never below the floor; the step shrinks by its limit / ours
@@ -413,7 +420,9 @@ static void update_fulfil(int d, const struct cs_board_view *v, bool saturated)
     __typeof__(W.dev[0]) *w = &W.dev[d];
     if (!w->fulfil)
         w->fulfil = 1;
-    double target = cs__config()->sm_share_time || !saturated ? 1 : v->starved_fulfil_ppm / 1e6;
+    double target = cs__config()->sm_share_time || !saturated || concurrent(d)
+                        ? 1
+                        : v->starved_fulfil_ppm / 1e6;
     target = fmax(CS_WATCH_FULFIL_FLOOR, fmin(1, target));
     double step = CS_WATCH_SMOOTH;
     uint32_t ours = cs__lim_devs[d].pct;
@@ -456,7 +465,7 @@ static bool starved(int d, uint32_t ppm, bool saturated)
     bool under = (uint64_t)ppm * 100 < (uint64_t)D->pct * 10000 * CS_WATCH_STARVED_PCT;
     bool unpaced = ring_delta(W.slept, d, CS_WATCH_WINDOW) * 100 <
                    (uint64_t)CS_WATCH_WINDOW * CS_LIM_TICK_NS * CS_WATCH_UNPACED_PCT;
-    return W.ring_n > CS_WATCH_WINDOW && under && unpaced && saturated;
+    return W.ring_n > CS_WATCH_WINDOW && under && unpaced && saturated && !concurrent(d);
 }
 
 static void apply_share(int d)
@@ -490,7 +499,8 @@ static bool member_before(const struct cs_board_member *m, uint32_t uid, uint64_
 static uint64_t window_for(int d, const struct cs_board_view *v, bool engaged)
 {
     uint32_t period_us = cs__config()->sm_period_us, pct = cs__lim_devs[d].pct;
-    if (!period_us || !engaged || !v->nmembers || v->nmembers > CS_BOARD_WINDOW_MEMBERS)
+    if (!period_us || !engaged || !v->nmembers || v->nmembers > CS_BOARD_WINDOW_MEMBERS ||
+        concurrent(d))
         return 0;
     uint32_t uid = (uint32_t)geteuid(), sum = pct, before = 0;
     for (int i = 0; i < v->nmembers; i++) {

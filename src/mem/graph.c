@@ -76,12 +76,12 @@ static CUresult graph_launched(CUresult r)
 
 CUresult CUDAAPI cuGraphLaunch(CUgraphExec g, CUstream s)
 {
-    CS_LAUNCH_BODY(cuGraphLaunch, s, cs__lim_sig_graph(g), graph_launched(cs_real.cuGraphLaunch(g, s)));
+    CS_LAUNCH_BODY(cuGraphLaunch, s, cs__lim_graph(g), graph_launched(cs_real.cuGraphLaunch(g, s)));
 }
 
 CUresult CUDAAPI cuGraphLaunch_ptsz(CUgraphExec g, CUstream s)
 {
-    CS_LAUNCH_BODY(cuGraphLaunch_ptsz, s, cs__lim_sig_graph(g), graph_launched(cs_real.cuGraphLaunch_ptsz(g, s)));
+    CS_LAUNCH_BODY(cuGraphLaunch_ptsz, s, cs__lim_graph(g), graph_launched(cs_real.cuGraphLaunch_ptsz(g, s)));
 }
 
 CUresult CUDAAPI cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph,

@@ -225,6 +225,15 @@ struct fc_gnode *fc_cap_node(struct fc_capture *c, struct fc_sref *s, int kind, 
     return append(c, s, x);
 }
 
+struct fc_gnode *fc_cap_kernel_node(struct fc_capture *c, struct fc_sref *s, int phys, uint64_t work_ns,
+                                    const struct fc_kshape *k)
+{
+    struct fc_gnode *x = fc_cap_node(c, s, FC_GN_KERNEL, phys, work_ns);
+    if (x)
+        x->kshape = *k;
+    return x;
+}
+
 struct fc_gnode *fc_cap_alloc_node(struct fc_capture *c, struct fc_sref *s, int phys, uint64_t bytes)
 {
     struct depset *d = &c->m[s->cap->idx].deps;

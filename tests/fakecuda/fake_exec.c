@@ -261,7 +261,8 @@ static CUresult launch_on(CUfunction f, unsigned gx, unsigned gy, unsigned gz, u
     if (r == CUDA_SUCCESS)
         r = uncapturable ? fc_cap_uncapturable(&s) : fc_cap_check(&s, &cap);
     if (r == CUDA_SUCCESS && cap) {
-        if (!fc_cap_node(cap, &s, FC_GN_KERNEL, s.ctx->o.phys, blocks * fc_cfg.ns_per_block))
+        const struct fc_kshape k = {(void *)f, {gx, gy, gz}, {bx, by, bz}, shmem};
+        if (!fc_cap_kernel_node(cap, &s, s.ctx->o.phys, blocks * fc_cfg.ns_per_block, &k))
             r = CUDA_ERROR_OUT_OF_MEMORY;
     } else if (r == CUDA_SUCCESS) {
         fc_enqueue(&s, fc_dvfs_dur(s.ctx->o.phys, blocks * fc_cfg.ns_per_block), 1);

@@ -257,6 +257,10 @@ struct fc_gnode {
     uint64_t dptr, size;   /* FC_GN_ALLOC / FC_GN_FREE */
     uint64_t work_ns;      /* FC_GN_KERNEL / FC_GN_MEMSET */
     uint64_t mark;         /* scratch for graph walks (under fc_mu) */
+    struct fc_kshape {     /* FC_GN_KERNEL: what cuGraphKernelNodeGetParams gives */
+        void *func;        /* the CUfunction or CUkernel launched */
+        unsigned grid[3], block[3], shmem;
+    } kshape;
     size_t ndeps;
     struct fc_gnode *deps[];
 };
@@ -326,6 +330,9 @@ CUresult fc_cap_check(struct fc_sref *s, struct fc_capture **cap);
  * capture's graph; the stream then depends on it. NULL: out of memory. */
 struct fc_gnode *fc_cap_node(struct fc_capture *c, struct fc_sref *s, int kind, int phys,
                              uint64_t work_ns);
+/* As fc_cap_node for a kernel node of shape k. */
+struct fc_gnode *fc_cap_kernel_node(struct fc_capture *c, struct fc_sref *s, int phys, uint64_t work_ns,
+                                    const struct fc_kshape *k);
 /* As fc_cap_node for a graph memory allocation node. */
 struct fc_gnode *fc_cap_alloc_node(struct fc_capture *c, struct fc_sref *s, int phys, uint64_t bytes);
 /* Work the driver cannot capture (cuGraphLaunch, cuLaunchGridAsync): the
