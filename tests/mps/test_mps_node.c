@@ -171,7 +171,7 @@ static int role_print_env(void)
 }
 
 /* A daemon client as a CUDA process announces itself (the fake libcuda
- * does this at cuInit once it knows MPS; here explicitly): connect, send
+ * does this at cuInit; here explicitly, for the daemon's own cases): send
  * "client <pid>", get "ok <pct>". The socket stays open while we live. */
 static int connect_client(const char *pipe_dir, char *reply, size_t len)
 {
@@ -193,16 +193,18 @@ static int connect_client(const char *pipe_dir, char *reply, size_t len)
     return fd;
 }
 
-/* In a slice under --mps: joins its ledger (cuInit), becomes a client of
- * the daemon, reports its pid on fd `out`, waits to be killed. */
+/* In a slice under --mps: joins its ledger and, as the fake libcuda does
+ * at cuInit when a daemon answers, becomes its client (the driver then
+ * says so: CU_DEVICE_ATTRIBUTE_MPS_ENABLED); reports its pid on fd `out`,
+ * waits to be killed. */
 static int role_client(int out)
 {
     CHECK_EQ(cuInit(0), CUDA_SUCCESS);
     CUdevice dev;
     CHECK_EQ(cuDeviceGet(&dev, 0), CUDA_SUCCESS);
-    char reply[64];
-    connect_client(getenv("CUDA_MPS_PIPE_DIRECTORY"), reply, sizeof reply);
-    CHECK(!strncmp(reply, "ok ", 3));
+    int mps = 0;
+    CHECK_EQ(cuDeviceGetAttribute(&mps, CU_DEVICE_ATTRIBUTE_MPS_ENABLED, dev), CUDA_SUCCESS);
+    CHECK_EQ(mps, 1);
     pid_t me = getpid();
     lt_write_full(out, &me, sizeof me);
     for (;;)
