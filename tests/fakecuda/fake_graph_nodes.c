@@ -90,12 +90,6 @@ FC_EXPORT CUresult CUDAAPI cuKernelGetFunction(CUfunction *pFunc, CUkernel kerne
     return r;
 }
 
-static int by_seq(const void *a, const void *b)
-{
-    const struct fc_gnode *x = *(struct fc_gnode *const *)a, *y = *(struct fc_gnode *const *)b;
-    return x->seq < y->seq ? -1 : x->seq > y->seq;
-}
-
 /* Edges in node creation order, each node's dependencies in their order:
  * dependency -> node. No edge data (all default edges). */
 FC_EXPORT CUresult CUDAAPI cuGraphGetEdges_v2(CUgraph hGraph, CUgraphNode *from, CUgraphNode *to,
@@ -114,7 +108,7 @@ FC_EXPORT CUresult CUDAAPI cuGraphGetEdges_v2(CUgraph hGraph, CUgraphNode *from,
     size_t n = fc_obj_collect(objs, NODES_MAX, FC_T_GNODE, NULL, g, -1), e = 0;
     if (n > NODES_MAX)
         n = NODES_MAX;
-    qsort(objs, n, sizeof objs[0], by_seq);
+    qsort(objs, n, sizeof objs[0], fc_gnode_seq_cmp);
     for (size_t i = 0; i < n; i++) {
         const struct fc_gnode *x = (const struct fc_gnode *)objs[i];
         for (size_t k = 0; k < x->ndeps; k++, e++) {

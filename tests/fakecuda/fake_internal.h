@@ -264,6 +264,8 @@ struct fc_gnode {
     size_t ndeps;
     struct fc_gnode *deps[];
 };
+/* qsort order of graph nodes (struct fc_gnode *) by creation. */
+int fc_gnode_seq_cmp(const void *a, const void *b);
 /* A new, empty graph (registered), or NULL. */
 struct fc_graph *fc_graph_new(void);
 void fc_graph_free(struct fc_graph *g);

@@ -1918,7 +1918,7 @@ FC_EXPORT CUresult CUDAAPI cuGraphDestroy(CUgraph hGraph)
     return r;
 }
 
-static int node_seq_cmp(const void *a, const void *b)
+int fc_gnode_seq_cmp(const void *a, const void *b)
 {
     const struct fc_gnode *x = *(struct fc_gnode *const *)a, *y = *(struct fc_gnode *const *)b;
     return x->seq < y->seq ? -1 : x->seq > y->seq;
@@ -1939,7 +1939,7 @@ FC_EXPORT CUresult CUDAAPI cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, s
     size_t n = fc_obj_collect(objs, 4096, FC_T_GNODE, NULL, g, -1);
     if (nodes) {
         size_t k = n < 4096 ? n : 4096;
-        qsort(objs, k, sizeof(objs[0]), node_seq_cmp);
+        qsort(objs, k, sizeof(objs[0]), fc_gnode_seq_cmp);
         for (size_t i = 0; i < *numNodes; i++)
             nodes[i] = i < k ? (CUgraphNode)objs[i] : NULL;
         if (*numNodes > n)
