@@ -313,8 +313,8 @@ void fc_mem_reset(void);
 /* At the first successful cuInit (under fc_mu, after CUDA_VISIBLE_DEVICES):
  * looks for an MPS control daemon and becomes its client on every visible
  * device, or stays an ordinary process. CUDA_SUCCESS either way, or
- * CUDA_ERROR_MPS_CONNECTION_FAILED when a daemon accepted but did not
- * answer "ok <pct>". */
+ * CUDA_ERROR_MPS_MAX_CLIENTS_REACHED / CUDA_ERROR_MPS_CONNECTION_FAILED
+ * when a daemon accepted but did not answer "ok <pct>". */
 CUresult fc_mps_connect(void);
 /* Fork child: the parent's connection is not the child's (closes it). */
 void fc_mps_forget(void);

@@ -10,6 +10,7 @@
  *               133 = 0); "ok <pct>": a client (133 = 1, entry marked, its
  *               context charged FAKECUDA_MPS_CTX_BYTES, NVML lists it);
  *               thread percentage = min(daemon's, the client's own);
+ *               "error too many clients": CUDA_ERROR_MPS_MAX_CLIENTS_REACHED;
  *               any other answer or a hang-up: cuInit fails with
  *               CUDA_ERROR_MPS_CONNECTION_FAILED, and a later one retries;
  *               the connection lives exactly as long as the client
@@ -359,10 +360,10 @@ static void detection_on(void)
  * CUDA_ERROR_MPS_CONNECTION_FAILED and nothing is initialised. With
  * `told` >= 0 the child then tells the parent (`tell`), which makes the
  * daemon answer, and the next cuInit succeeds: a client. */
-static void child_refused(int tell, int told)
+static void child_refused(CUresult expect, int tell, int told)
 {
     pipe_dir(g_pipe);
-    CHECK_EQ(cuInit(0), CUDA_ERROR_MPS_CONNECTION_FAILED);
+    CHECK_EQ(cuInit(0), expect);
     int n;
     CHECK_EQ(cuDeviceGetCount(&n), CUDA_ERROR_NOT_INITIALIZED);
     const char *name;
@@ -385,19 +386,25 @@ static void detection_refused(void)
         daemon_reply(bad[i]);
         pid_t pid = fork_child();
         if (pid == 0)
-            child_refused(-1, -1);
+            child_refused(CUDA_ERROR_MPS_CONNECTION_FAILED, -1, -1);
         cs_wait_ok(pid, CHILD_MS);
         int fd = conn_of(pid);
         CHECK(fd >= 0);
         conn_wait_closed(fd); /* the client closed its end at once */
     }
+    /* The fake daemon's refusal past its client limit. */
+    daemon_reply("error too many clients\n");
+    pid_t full = fork_child();
+    if (full == 0)
+        child_refused(CUDA_ERROR_MPS_MAX_CLIENTS_REACHED, -1, -1);
+    cs_wait_ok(full, CHILD_MS);
     /* The driver asks again at the next cuInit. */
     int up[2], down[2];
     CHECK(pipe(up) == 0 && pipe(down) == 0);
     daemon_reply("nope\n");
     pid_t pid = fork_child();
     if (pid == 0)
-        child_refused(up[1], down[0]);
+        child_refused(CUDA_ERROR_MPS_CONNECTION_FAILED, up[1], down[0]);
     char c;
     cs_read_full(up[0], &c, 1, CHILD_MS);
     daemon_reply("ok 100\n");
