@@ -598,59 +598,280 @@ void fc_export_importers(int slot, uint64_t gen, int delta)
     fakecuda_unlock(&fc_S->lock);
 }
 
-/* ---- timeline ----------------------------------------------------------- */
+/* ---- timeline ------------------------------------------------------------
+ * One timeline per physical device, shared by every process (D->lock).
+ *
+ * Time-sliced work (ordinary processes) forms one queue: it starts at
+ * max(now, stream tail, busy_until_ns) and holds the whole device.
+ *
+ * MPS clients' work runs in the MPS server's one context (last_owner
+ * FAKECUDA_OWNER_MPS, since mps_from_ns): each piece holds only the share
+ * of the SMs its grid occupies (w = min(occupancy, the client's thread
+ * percentage)) and must get occupancy x duration of SM time, so pieces of
+ * any clients run side by side while their shares fit and a newcomer that
+ * finds less free gets what is left and stretches. Pieces are placed
+ * first come, first served on the capacity profile seg[] and never slow
+ * what is already placed: every time handed out (stream tails, events)
+ * stays true. A piece starts at max(now, stream tail, mps_from_ns); its
+ * ring interval runs from the first moment it gets SMs to its end.
+ *
+ * Switching the device between two owners (ordinary processes, the MPS
+ * server) costs FAKECUDA_CTX_SWITCH_US of device time after the previous
+ * owner's work: busy for NVML's device utilisation, nobody's work (an
+ * interval of pid -1). Clients among themselves pay nothing. */
 
-uint64_t fc_schedule(int dev, uint64_t not_before, uint64_t dur, int launch)
+/* Appends an interval to the ring, merged with the last one when that is
+ * the same pid's and ends where this starts (pid -1 is never merged). */
+static void ring_add_locked(struct fakecuda_device *D, uint64_t start, uint64_t end, int pid)
+{
+    uint64_t h = D->ring_head;
+    struct fakecuda_interval *last = h ? &D->ring[(h - 1) % FAKECUDA_RING] : NULL;
+    if (pid != -1 && last && last->pid == pid && last->end_ns == start) {
+        last->end_ns = end;
+        return;
+    }
+    struct fakecuda_interval *iv = &D->ring[h % FAKECUDA_RING];
+    iv->start_ns = start;
+    iv->end_ns = end;
+    iv->pid = pid;
+    __atomic_store_n(&D->ring_head, h + 1, __ATOMIC_RELEASE);
+}
+
+/* Work of `owner` ready at t gets the device after all queued work and,
+ * when the device changes owner, after the switch (which it appends). */
+static uint64_t take_turn_locked(struct fakecuda_device *D, int owner, uint64_t t)
+{
+    uint64_t busy = D->busy_until_ns, sw = fc_cfg.ctx_switch_ns;
+    if (t < busy)
+        t = busy;
+    if (sw && D->last_owner && D->last_owner != owner && t < busy + sw) {
+        ring_add_locked(D, t, busy + sw, -1);
+        t = busy + sw;
+    }
+    return t;
+}
+
+/* Where MPS work ready at t could start, without placing anything. */
+static uint64_t mps_start_locked(const struct fakecuda_device *D, uint64_t t)
+{
+    if (D->last_owner == FAKECUDA_OWNER_MPS)
+        return t > D->mps_from_ns ? t : D->mps_from_ns;
+    if (!D->last_owner)
+        return t;
+    uint64_t busy = D->busy_until_ns, sw = fc_cfg.ctx_switch_ns;
+    if (t < busy)
+        t = busy;
+    return sw && t < busy + sw ? busy + sw : t;
+}
+
+/* ---- the MPS capacity profile (caller holds D->lock) -------------------- */
+
+/* End of segment i (i = -1: the idle stretch before the first breakpoint). */
+static uint64_t seg_end(const struct fakecuda_device *D, int i)
+{
+    return i + 1 < (int)D->nseg ? D->seg[i + 1].t : UINT64_MAX;
+}
+
+static uint32_t seg_used(const struct fakecuda_device *D, int i)
+{
+    return i < 0 ? 0 : D->seg[i].used_ppm;
+}
+
+/* The segment holding t: the last breakpoint <= t, or -1 before them all. */
+static int seg_find(const struct fakecuda_device *D, uint64_t t)
+{
+    int lo = 0, hi = (int)D->nseg; /* first breakpoint > t is in [lo, hi] */
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (D->seg[mid].t <= t)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo - 1;
+}
+
+/* Forgets the segments that ended by `now`. */
+static void prof_prune(struct fakecuda_device *D, uint64_t now)
+{
+    uint32_t k = 0;
+    while (k + 1 < D->nseg && D->seg[k + 1].t <= now)
+        k++;
+    if (k) {
+        memmove(D->seg, D->seg + k, (D->nseg - k) * sizeof(D->seg[0]));
+        D->nseg -= k;
+    }
+}
+
+/* Frees one breakpoint when the profile is full: merges the neighbours
+ * (never the idle tail) whose merge reserves the least unused capacity,
+ * at the higher of their two shares. Work already placed keeps its times;
+ * later work only finds less room (never more than the device has). */
+static void prof_coarsen(struct fakecuda_device *D)
+{
+    int best = -1;
+    unsigned __int128 best_cost = 0;
+    for (int i = 0; i + 2 < (int)D->nseg; i++) {
+        uint32_t a = D->seg[i].used_ppm, b = D->seg[i + 1].used_ppm;
+        int low = a < b ? i : i + 1;
+        unsigned __int128 cost = (unsigned __int128)(a < b ? b - a : a - b) * (seg_end(D, low) - D->seg[low].t);
+        if (best < 0 || cost < best_cost) {
+            best = i;
+            best_cost = cost;
+        }
+    }
+    if (best < 0)
+        return;
+    if (D->seg[best + 1].used_ppm > D->seg[best].used_ppm)
+        D->seg[best].used_ppm = D->seg[best + 1].used_ppm;
+    memmove(&D->seg[best + 1], &D->seg[best + 2], (D->nseg - best - 2) * sizeof(D->seg[0]));
+    D->nseg--;
+}
+
+/* Makes t a breakpoint (room ensured by the caller); returns its index. */
+static int prof_split(struct fakecuda_device *D, uint64_t t)
+{
+    int i = seg_find(D, t);
+    if (i >= 0 && D->seg[i].t == t)
+        return i;
+    uint32_t used = seg_used(D, i);
+    memmove(&D->seg[i + 2], &D->seg[i + 1], (D->nseg - (uint32_t)(i + 1)) * sizeof(D->seg[0]));
+    D->seg[i + 1] = (struct fakecuda_capseg){.t = t, .used_ppm = used};
+    D->nseg++;
+    return i + 1;
+}
+
+/* Joins neighbours that hold the same share. */
+static void prof_merge(struct fakecuda_device *D)
+{
+    uint32_t j = 0;
+    for (uint32_t i = 0; i < D->nseg; i++)
+        if (!j || D->seg[i].used_ppm != D->seg[j - 1].used_ppm)
+            D->seg[j++] = D->seg[i];
+    D->nseg = j;
+}
+
+/* Placing `area` ppm x ns at up to `w` ppm from s: the first moment it
+ * gets SMs, its end, and how much of that was idle device time before. */
+struct fit {
+    uint64_t first, end, fresh;
+};
+
+static struct fit prof_fit(const struct fakecuda_device *D, uint64_t s, uint32_t w, unsigned __int128 area)
+{
+    struct fit f = {0, 0, 0};
+    uint64_t t = s;
+    for (int i = seg_find(D, s);; i++) {
+        uint64_t e = seg_end(D, i);
+        uint32_t used = seg_used(D, i);
+        uint32_t r = FC_PPM - used < w ? FC_PPM - used : w;
+        if (r) {
+            if (!f.first)
+                f.first = t;
+            unsigned __int128 room = e == UINT64_MAX ? area : (unsigned __int128)r * (e - t);
+            if (area <= room) {
+                f.end = t + (uint64_t)((area + r - 1) / r);
+                if (!used)
+                    f.fresh += f.end - t;
+                return f;
+            }
+            area -= room;
+            if (!used)
+                f.fresh += e - t;
+        }
+        t = e;
+    }
+}
+
+/* Takes min(w, what is free) of every segment in [first, end). */
+static void prof_take(struct fakecuda_device *D, const struct fit *f, uint32_t w)
+{
+    int a = prof_split(D, f->first);
+    int b = prof_split(D, f->end);
+    for (int i = a; i < b; i++) {
+        uint32_t r = FC_PPM - D->seg[i].used_ppm;
+        D->seg[i].used_ppm += r < w ? r : w;
+    }
+    prof_merge(D);
+}
+
+/* ---- scheduling ----------------------------------------------------------- */
+
+/* MPS client work: [*first, end) on the profile; returns end. */
+static uint64_t schedule_mps_locked(struct fakecuda_device *D, int pid, uint64_t now, uint64_t ready,
+                                    const struct fc_work *w, uint64_t *first, uint64_t *fresh)
+{
+    uint64_t start;
+    if (D->last_owner == FAKECUDA_OWNER_MPS) {
+        start = ready > D->mps_from_ns ? ready : D->mps_from_ns;
+    } else { /* the server's turn begins: a new profile */
+        start = take_turn_locked(D, FAKECUDA_OWNER_MPS, ready);
+        D->last_owner = FAKECUDA_OWNER_MPS;
+        D->mps_from_ns = start;
+        D->nseg = 0;
+    }
+    prof_prune(D, now);
+    while (D->nseg + 2 > FAKECUDA_CAPSEGS)
+        prof_coarsen(D);
+    uint32_t cap = __atomic_load_n(&fc_mps_cap_ppm, __ATOMIC_RELAXED);
+    uint32_t occ = w->occ_ppm ? w->occ_ppm : FC_PPM;
+    uint32_t width = cap && cap < occ ? cap : occ;
+    struct fit f = prof_fit(D, start, width, (unsigned __int128)occ * w->dur);
+    prof_take(D, &f, width);
+    ring_add_locked(D, f.first, f.end, pid);
+    if (f.end > D->busy_until_ns)
+        __atomic_store_n(&D->busy_until_ns, f.end, __ATOMIC_RELEASE);
+    *first = f.first;
+    *fresh = f.fresh;
+    return f.end;
+}
+
+uint64_t fc_schedule(int dev, const struct fc_work *w)
 {
     struct fakecuda_device *D = &fc_S->dev[dev];
     int pid = getpid();
+    int mps = (__atomic_load_n(&fc_mps_mask, __ATOMIC_RELAXED) >> dev) & 1u;
     uint64_t now = fc_now_ns();
+    uint64_t ready = w->not_before > now ? w->not_before : now;
+    uint64_t start = ready, end, mine = w->dur, fresh = w->dur;
     fakecuda_lock(&D->lock);
-    uint64_t start = now;
-    uint64_t busy = __atomic_load_n(&D->busy_until_ns, __ATOMIC_ACQUIRE);
-    if (busy > start)
-        start = busy;
-    if (not_before > start)
-        start = not_before;
-    uint64_t h = D->ring_head;
-    struct fakecuda_interval *last = h ? &D->ring[(h - 1) % FAKECUDA_RING] : NULL;
-    /* Switching from another process's context right after its work costs
-     * FAKECUDA_CTX_SWITCH_US of device time: busy for NVML's device
-     * utilisation, but nobody's work (an interval of pid -1). */
-    uint64_t sw = fc_cfg.ctx_switch_ns;
-    if (dur && sw && last && last->pid != pid && last->pid != -1 && start < last->end_ns + sw) {
-        struct fakecuda_interval *iv = &D->ring[h % FAKECUDA_RING];
-        iv->start_ns = start;
-        iv->end_ns = last->end_ns + sw;
-        iv->pid = -1;
-        start = iv->end_ns;
-        __atomic_store_n(&D->ring_head, ++h, __ATOMIC_RELEASE);
-        last = iv;
-    }
-    uint64_t end = start + dur;
-    if (dur) {
+    if (!w->dur) {
+        end = mps ? mps_start_locked(D, ready) : ready > D->busy_until_ns ? ready : D->busy_until_ns;
+    } else if (mps) {
+        end = schedule_mps_locked(D, pid, now, ready, w, &start, &fresh);
+        mine = end - start;
+    } else {
+        start = take_turn_locked(D, pid, ready);
+        end = start + w->dur;
+        D->last_owner = pid;
         __atomic_store_n(&D->busy_until_ns, end, __ATOMIC_RELEASE);
-        if (last && last->pid == pid && last->end_ns == start) {
-            last->end_ns = end;
-        } else {
-            struct fakecuda_interval *iv = &D->ring[h % FAKECUDA_RING];
-            iv->start_ns = start;
-            iv->end_ns = end;
-            iv->pid = pid;
-            __atomic_store_n(&D->ring_head, h + 1, __ATOMIC_RELEASE);
-        }
+        ring_add_locked(D, start, end, pid);
     }
     fakecuda_unlock(&D->lock);
-    if (launch)
+    if (w->launch)
         __atomic_fetch_add(&D->launches, 1, __ATOMIC_RELAXED);
-    __atomic_fetch_add(&D->busy_ns, dur, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&D->busy_ns, fresh, __ATOMIC_RELAXED);
     struct fakecuda_proc *p = fc_proc_self();
     if (p) {
-        __atomic_fetch_add(&p->busy_ns[dev], dur, __ATOMIC_RELAXED);
-        if (launch)
+        __atomic_fetch_add(&p->busy_ns[dev], mine, __ATOMIC_RELAXED);
+        if (w->launch)
             __atomic_fetch_add(&p->launches[dev], 1, __ATOMIC_RELAXED);
     }
     return end;
+}
+
+uint64_t fc_event_ns(int dev, uint64_t tail, int timeslice)
+{
+    struct fakecuda_device *D = &fc_S->dev[dev];
+    uint64_t now = fc_now_ns();
+    uint64_t t = tail > now ? tail : now;
+    fakecuda_lock(&D->lock);
+    if ((__atomic_load_n(&fc_mps_mask, __ATOMIC_RELAXED) >> dev) & 1u)
+        t = mps_start_locked(D, t);
+    else if (!timeslice && D->busy_until_ns > t)
+        t = D->busy_until_ns;
+    fakecuda_unlock(&D->lock);
+    return t;
 }
 
 uint64_t fc_busy_in_window(int dev, int pid, uint64_t from, uint64_t to)

@@ -921,6 +921,8 @@ static const struct err_row {
      "MPS client failed to connect to the MPS control daemon or the MPS server"},
     {CUDA_ERROR_MPS_SERVER_NOT_READY, "CUDA_ERROR_MPS_SERVER_NOT_READY",
      "MPS server is not ready to accept new MPS client requests"},
+    {CUDA_ERROR_MPS_MAX_CLIENTS_REACHED, "CUDA_ERROR_MPS_MAX_CLIENTS_REACHED",
+     "the hardware resources required to create MPS client have been exhausted"},
     {CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error"},
 };
 

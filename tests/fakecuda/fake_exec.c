@@ -5,8 +5,10 @@
  *
  * Time model: a kernel lasts gridDimX*gridDimY*gridDimZ*FAKECUDA_NS_PER_BLOCK
  * ns, a graph launch FAKECUDA_GRAPH_US us. Each physical device is one
- * timeline shared by every process (fake_common.c, fc_schedule): work starts
- * at max(now, device busy-until, stream tail). Launches return at once;
+ * timeline shared by every process (fake_common.c, fc_schedule): an
+ * ordinary process's work starts at max(now, device busy-until, stream
+ * tail); an MPS client's holds only the SMs its grid occupies (launches
+ * pass that share along) and runs beside other clients'. Launches return at once;
  * synchronisation sleeps until the tail has passed. With the power model
  * (FAKECUDA_POWER_BUSY_W) kernels and graph launches last nominal / clock,
  * the relative clock at enqueue time (fc_dvfs_dur).
@@ -81,9 +83,10 @@ CUresult fc_stream_resolve(CUstream h, int ptsz, struct fc_sref *out)
     return CUDA_SUCCESS;
 }
 
-void fc_enqueue(struct fc_sref *s, uint64_t dur, int launch)
+void fc_enqueue(struct fc_sref *s, uint64_t dur, uint32_t occ_ppm, int launch)
 {
-    uint64_t end = fc_schedule(s->ctx->o.phys, *s->tail, dur, launch);
+    struct fc_work w = {.not_before = *s->tail, .dur = dur, .occ_ppm = occ_ppm, .launch = launch};
+    uint64_t end = fc_schedule(s->ctx->o.phys, &w);
     *s->tail = end;
     if (end > s->ctx->tail_ns)
         s->ctx->tail_ns = end;
@@ -260,12 +263,16 @@ static CUresult launch_on(CUfunction f, unsigned gx, unsigned gy, unsigned gz, u
         r = CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
     if (r == CUDA_SUCCESS)
         r = uncapturable ? fc_cap_uncapturable(&s) : fc_cap_check(&s, &cap);
+    uint32_t occ = r == CUDA_SUCCESS ? fc_occupancy_ppm(s.ctx->o.phys, blocks, threads, shmem) : 0;
     if (r == CUDA_SUCCESS && cap) {
         const struct fc_kshape k = {(void *)f, {gx, gy, gz}, {bx, by, bz}, shmem};
-        if (!fc_cap_kernel_node(cap, &s, s.ctx->o.phys, blocks * fc_cfg.ns_per_block, &k))
+        struct fc_gnode *n = fc_cap_kernel_node(cap, &s, s.ctx->o.phys, blocks * fc_cfg.ns_per_block, &k);
+        if (n)
+            n->occ_ppm = occ;
+        else
             r = CUDA_ERROR_OUT_OF_MEMORY;
     } else if (r == CUDA_SUCCESS) {
-        fc_enqueue(&s, fc_dvfs_dur(s.ctx->o.phys, blocks * fc_cfg.ns_per_block), 1);
+        fc_enqueue(&s, fc_dvfs_dur(s.ctx->o.phys, blocks * fc_cfg.ns_per_block), occ, 1);
     }
     fc_unlock();
     return r;
@@ -295,8 +302,10 @@ static CUresult launch_legacy(CUfunction f, int w, int h, CUstream hs, int async
         r = fc_stream_resolve(async ? hs : CU_STREAM_LEGACY, 0, &s);
     if (r == CUDA_SUCCESS && !s.legacy)
         r = fc_cap_uncapturable(&s);
+    /* The block shape (cuFuncSetBlockShape) is not modelled: the grid is
+     * taken to fill the device. */
     if (r == CUDA_SUCCESS)
-        fc_enqueue(&s, fc_dvfs_dur(s.ctx->o.phys, blocks * fc_cfg.ns_per_block), 1);
+        fc_enqueue(&s, fc_dvfs_dur(s.ctx->o.phys, blocks * fc_cfg.ns_per_block), FC_PPM, 1);
     fc_unlock();
     return r;
 }
@@ -419,20 +428,27 @@ FC_EXPORT CUresult CUDAAPI cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARA
     return CUDA_SUCCESS;
 }
 
-/* A graph launch lasts FAKECUDA_GRAPH_US plus its kernel and memset nodes.
- * Measured on driver 580: a graph launch cannot be captured. */
+/* A graph launch lasts FAKECUDA_GRAPH_US plus its kernel and memset nodes,
+ * one block of time occupying the largest share of the SMs one of its
+ * nodes occupies (one SM without such nodes). Measured on driver 580: a
+ * graph launch cannot be captured. */
 static CUresult graph_launch(CUgraphExec x, CUstream h, int ptsz)
 {
     fc_lock();
     struct fc_sref s;
     uint64_t work = 0;
+    uint32_t occ = 0;
     CUresult r = fc_stream_resolve(h, ptsz, &s);
     if (r == CUDA_SUCCESS)
         r = fc_cap_uncapturable(&s);
     if (r == CUDA_SUCCESS)
-        r = fc_graph_launch_memory(x, &work);
+        r = fc_graph_launch_memory(x, &work, &occ);
+    if (r == CUDA_SUCCESS && !occ) {
+        uint32_t sms = fc_S->dev[s.ctx->o.phys].sms;
+        occ = (FC_PPM + sms - 1) / sms; /* one SM */
+    }
     if (r == CUDA_SUCCESS)
-        fc_enqueue(&s, fc_dvfs_dur(s.ctx->o.phys, fc_cfg.graph_ns + work), 1);
+        fc_enqueue(&s, fc_dvfs_dur(s.ctx->o.phys, fc_cfg.graph_ns + work), occ, 1);
     fc_unlock();
     return r;
 }
@@ -661,12 +677,11 @@ static CUresult event_record(CUevent ev, CUstream h, unsigned flags, int ptsz)
         /* An event is a zero-length operation in the device's one queue: it
          * completes after the stream's own work and after work already
          * queued on the device by anyone (the model has a single queue);
-         * with FAKECUDA_EVENT_TIMESLICE=1 only after the stream's own. */
-        uint64_t now = fc_now_ns();
-        uint64_t busy = __atomic_load_n(&fc_S->dev[s.ctx->o.phys].busy_until_ns, __ATOMIC_ACQUIRE);
-        e->ts_ns = *s.tail > now ? *s.tail : now;
-        if (busy > e->ts_ns && !event_timeslice())
-            e->ts_ns = busy;
+         * with FAKECUDA_EVENT_TIMESLICE=1 only after the stream's own. An
+         * MPS client's completes when the MPS server's context reaches it
+         * after the stream's own work: a pair around a kernel spans that
+         * kernel (stretched if it had to share), not other clients' work. */
+        e->ts_ns = fc_event_ns(s.ctx->o.phys, *s.tail, event_timeslice());
         e->recorded = 1;
     }
     fc_unlock();

@@ -106,11 +106,24 @@ int fc_ctl_export(int slot, uint64_t gen);
 int fc_ctl_which(int fd, int *slot, uint64_t *gen);
 void fc_export_importers(int slot, uint64_t gen, int delta);
 
-/* GPU timeline of one physical device: schedules `dur` ns of work that may
- * not start before `not_before`; returns its end (CLOCK_MONOTONIC ns).
- * `launch`: count it in the launch counters (kernels and graph launches;
- * not memsets). */
-uint64_t fc_schedule(int dev, uint64_t not_before, uint64_t dur, int launch);
+/* A piece of work for the GPU timeline of one physical device. */
+struct fc_work {
+    uint64_t not_before; /* its stream's tail */
+    uint64_t dur;        /* ns it lasts with its SMs (DVFS applied) */
+    uint32_t occ_ppm;    /* share of the SMs its grid occupies (0: all);
+                          * only MPS clients' work holds just that share */
+    int launch;          /* count it in the launch counters (kernels and
+                          * graph launches; not memsets) */
+};
+/* Schedules w (fake_common.c, "timeline": time-sliced processes queue and
+ * hold the whole device; MPS clients' work shares it by occupancy); returns
+ * its end (CLOCK_MONOTONIC ns). */
+uint64_t fc_schedule(int dev, const struct fc_work *w);
+/* When an event recorded now behind stream work ending at `tail`
+ * completes: for an MPS client, when the MPS server's context can run it;
+ * otherwise after the device's queued work (`timeslice`: after the
+ * stream's own only). */
+uint64_t fc_event_ns(int dev, uint64_t tail, int timeslice);
 /* Busy ns of the timeline (pid 0: any process) inside [from, to). */
 uint64_t fc_busy_in_window(int dev, int pid, uint64_t from, uint64_t to);
 
@@ -234,9 +247,9 @@ struct fc_sref {
     int blocking;             /* synchronises with the legacy stream */
 };
 CUresult fc_stream_resolve(CUstream h, int ptsz, struct fc_sref *out);
-/* Puts `dur` ns of work on the stream's device timeline (under fc_mu);
- * `launch` as for fc_schedule. */
-void fc_enqueue(struct fc_sref *s, uint64_t dur, int launch);
+/* Puts `dur` ns of work occupying `occ_ppm` of the SMs (0: all) on the
+ * stream's device timeline (under fc_mu); `launch` as for fc_schedule. */
+void fc_enqueue(struct fc_sref *s, uint64_t dur, uint32_t occ_ppm, int launch);
 
 /* ---- driver: memory (fake_mem.c) ---------------------------------------- */
 
@@ -256,6 +269,7 @@ struct fc_gnode {
     uint64_t seq;          /* creation order in its graph */
     uint64_t dptr, size;   /* FC_GN_ALLOC / FC_GN_FREE */
     uint64_t work_ns;      /* FC_GN_KERNEL / FC_GN_MEMSET */
+    uint32_t occ_ppm;      /* FC_GN_KERNEL / FC_GN_MEMSET: share of the SMs */
     uint64_t mark;         /* scratch for graph walks (under fc_mu) */
     struct fc_kshape {     /* FC_GN_KERNEL: what cuGraphKernelNodeGetParams gives */
         void *func;        /* the CUfunction or CUkernel launched */
@@ -290,8 +304,9 @@ void fc_pools_sync_trim(int phys);
 CUresult fc_graph_exec_first_launch(int phys, uint64_t bytes);
 void fc_graph_exec_release(int phys, uint64_t bytes);
 /* Validates a graph exec and charges its graph memory on its first launch;
- * *work_ns: nominal duration of its kernel and memset nodes. */
-CUresult fc_graph_launch_memory(void *exec, uint64_t *work_ns);
+ * *work_ns: nominal duration of its kernel and memset nodes, *occ_ppm the
+ * largest share of the SMs one of them occupies (0: no such node). */
+CUresult fc_graph_launch_memory(void *exec, uint64_t *work_ns, uint32_t *occ_ppm);
 /* Forgets every per-process memory table (fork child). */
 void fc_mem_reset(void);
 
@@ -300,8 +315,8 @@ void fc_mem_reset(void);
 /* At the first successful cuInit (under fc_mu, after CUDA_VISIBLE_DEVICES):
  * looks for an MPS control daemon and becomes its client on every visible
  * device, or stays an ordinary process. CUDA_SUCCESS either way, or
- * CUDA_ERROR_MPS_CONNECTION_FAILED when a daemon accepted but did not
- * answer "ok <pct>". */
+ * CUDA_ERROR_MPS_MAX_CLIENTS_REACHED / CUDA_ERROR_MPS_CONNECTION_FAILED
+ * when a daemon accepted but did not answer "ok <pct>". */
 CUresult fc_mps_connect(void);
 /* Fork child: the parent's connection is not the child's (closes it). */
 void fc_mps_forget(void);

@@ -183,6 +183,7 @@ struct fc_gexec {
     struct fc_obj o;
     int launched;
     uint64_t work_ns;      /* kernel and memset nodes, nominal */
+    uint32_t occ_ppm;      /* the largest share of the SMs one of them occupies */
     uint64_t bytes[FAKECUDA_MAX_DEVICES];
 };
 
@@ -514,11 +515,15 @@ static CUresult memset_op(CUdeviceptr dst, size_t pitch, unsigned elem, size_t w
         r = fc_dptr_valid(dst, span) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
     if (r == CUDA_SUCCESS)
         r = sync ? fc_cap_uncapturable(&s) : fc_cap_check(&s, &cap);
+    /* A memset kernel fills the device (under MPS: all the SMs it may have). */
     if (r == CUDA_SUCCESS && cap) {
-        if (!fc_cap_node(cap, &s, FC_GN_MEMSET, s.ctx->o.phys, ns))
+        struct fc_gnode *n = fc_cap_node(cap, &s, FC_GN_MEMSET, s.ctx->o.phys, ns);
+        if (n)
+            n->occ_ppm = FC_PPM;
+        else
             r = CUDA_ERROR_OUT_OF_MEMORY;
     } else if (r == CUDA_SUCCESS) {
-        fc_enqueue(&s, fc_dvfs_dur(s.ctx->o.phys, ns), 0);
+        fc_enqueue(&s, fc_dvfs_dur(s.ctx->o.phys, ns), FC_PPM, 0);
     }
     fc_unlock();
     return r;
@@ -2045,8 +2050,11 @@ static CUresult instantiate(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned l
             struct fc_gnode *gn = (struct fc_gnode *)objs[i];
             if (gn->kind == FC_GN_ALLOC)
                 x->bytes[gn->o.phys] += gn->size;
-            if (gn->kind == FC_GN_KERNEL || gn->kind == FC_GN_MEMSET)
+            if (gn->kind == FC_GN_KERNEL || gn->kind == FC_GN_MEMSET) {
                 x->work_ns += gn->work_ns;
+                if (gn->occ_ppm > x->occ_ppm)
+                    x->occ_ppm = gn->occ_ppm;
+            }
         }
         fc_obj_add(&x->o, FC_T_GEXEC, c ? c->o.phys : -1, c, NULL);
         *phGraphExec = (CUgraphExec)x;
@@ -2142,12 +2150,13 @@ FC_EXPORT CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec hGraphExec)
     return r;
 }
 
-CUresult fc_graph_launch_memory(void *exec, uint64_t *work_ns)
+CUresult fc_graph_launch_memory(void *exec, uint64_t *work_ns, uint32_t *occ_ppm)
 {
     struct fc_gexec *x = (struct fc_gexec *)fc_obj_get(exec, FC_T_GEXEC);
     if (!x)
         return CUDA_ERROR_INVALID_VALUE;
     *work_ns = x->work_ns;
+    *occ_ppm = x->occ_ppm;
     if (x->launched)
         return CUDA_SUCCESS;
     for (int d = 0; d < FAKECUDA_MAX_DEVICES; d++) {

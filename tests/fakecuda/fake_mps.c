@@ -16,11 +16,12 @@
  *     go when it dies. Its thread percentage is the lower of <pct> and its
  *     own CUDA_MPS_ACTIVE_THREAD_PERCENTAGE ("will only further constrain
  *     the limit set by the control daemon", NVIDIA's MPS documentation).
- *   - Any other answer, end of file, or no answer within FC_MPS_REPLY_MS:
- *     cuInit fails with CUDA_ERROR_MPS_CONNECTION_FAILED (805: "the MPS
- *     client failed to connect to the MPS control daemon or the MPS
- *     server") and the process is not initialised; a later cuInit tries
- *     again.
+ *   - "error too many clients" (the fake daemon's refusal past its client
+ *     limit): cuInit fails with CUDA_ERROR_MPS_MAX_CLIENTS_REACHED (808).
+ *     Any other answer, end of file, or no answer within FC_MPS_REPLY_MS:
+ *     CUDA_ERROR_MPS_CONNECTION_FAILED (805: "the MPS client failed to
+ *     connect to the MPS control daemon or the MPS server"). Either way
+ *     the process is not initialised; a later cuInit tries again.
  * The fake has no MPS server: a daemon that goes away after a client
  * joined changes nothing for that client (CUDA_ERROR_MPS_SERVER_NOT_READY
  * and CUDA_ERROR_MPS_CLIENT_TERMINATED are not modelled).
@@ -143,11 +144,13 @@ CUresult fc_mps_connect(void)
     char line[128];
     int n = snprintf(line, sizeof line, "client %d\n", (int)getpid());
     uint32_t pct = 0;
-    if (send(fd, line, (size_t)n, MSG_NOSIGNAL) == n && !mps_read_line(fd, line, sizeof line))
+    int answered = send(fd, line, (size_t)n, MSG_NOSIGNAL) == n && !mps_read_line(fd, line, sizeof line);
+    if (answered)
         pct = parse_ok(line);
     if (!pct) {
         close(fd);
-        return CUDA_ERROR_MPS_CONNECTION_FAILED;
+        return answered && !strcmp(line, "error too many clients") ? CUDA_ERROR_MPS_MAX_CLIENTS_REACHED
+                                                                  : CUDA_ERROR_MPS_CONNECTION_FAILED;
     }
     uint32_t own = own_cap_ppm();
     uint32_t mask = 0;

@@ -44,6 +44,7 @@
 #define FAKECUDA_MAX_CALLS 512
 #define FAKECUDA_MAX_EXPORTS 256
 #define FAKECUDA_RING 4096
+#define FAKECUDA_CAPSEGS 2048 /* breakpoints of a device's MPS capacity profile */
 #define FAKECUDA_DEFAULT_MEM (16ULL << 30)
 #define FAKECUDA_DEFAULT_SMS 132 /* the H200's (and H100 SXM's) multiprocessors */
 #define FAKECUDA_MAX_SMS 1024
@@ -92,6 +93,18 @@ struct fakecuda_interval {
     uint32_t pad;
 };
 
+/* A breakpoint of the capacity MPS work holds: from t (CLOCK_MONOTONIC ns)
+ * to the next breakpoint, used_ppm of the device's SMs are taken. */
+struct fakecuda_capseg {
+    uint64_t t;
+    uint32_t used_ppm;
+    uint32_t pad;
+};
+
+/* last_owner of a device whose queued work ends with MPS clients' work:
+ * the MPS server's one context. */
+#define FAKECUDA_OWNER_MPS (-2)
+
 struct fakecuda_device {
     uint64_t total;         /* physical bytes, fixed when the state is created */
     uint8_t uuid[16];       /* NVML "GPU-..." and cuDeviceGetUuid bytes */
@@ -105,10 +118,19 @@ struct fakecuda_device {
     uint64_t imports;       /* successful imports, cumulative */
     uint64_t launches;      /* kernels + graph launches, cumulative */
     uint64_t busy_until_ns; /* CLOCK_MONOTONIC ns at which queued work ends */
-    uint64_t busy_ns;       /* accumulated scheduled GPU time */
+    uint64_t busy_ns;       /* accumulated scheduled GPU time (MPS work:
+                             * only the time it made the device busy) */
     uint32_t sms;           /* multiprocessors (FAKECUDA_SMS at creation) */
-    uint32_t pad;
-    pthread_mutex_t lock;   /* robust, process-shared: timeline + ring */
+    int32_t last_owner;     /* whose work ends at busy_until_ns: a pid,
+                             * FAKECUDA_OWNER_MPS, or 0 (never used) */
+    pthread_mutex_t lock;   /* robust, process-shared: timeline, ring, profile */
+    uint64_t mps_from_ns;   /* the MPS server's current turn on the device
+                             * began here (valid while last_owner is MPS) */
+    uint32_t nseg;          /* breakpoints in seg[] */
+    uint32_t pad2;
+    /* Capacity held by MPS work of the current turn, sorted by t; the last
+     * breakpoint's used_ppm is 0 (nothing is held for ever). */
+    struct fakecuda_capseg seg[FAKECUDA_CAPSEGS];
     uint64_t ring_head;     /* intervals appended; slot = index % FAKECUDA_RING */
     struct fakecuda_interval ring[FAKECUDA_RING];
 };
@@ -235,30 +257,52 @@ static inline void fakecuda_unlock(pthread_mutex_t *m)
     pthread_mutex_unlock(m);
 }
 
+static inline int fakecuda_interval_cmp_(const void *a, const void *b)
+{
+    uint64_t x = ((const struct fakecuda_interval *)a)->start_ns;
+    uint64_t y = ((const struct fakecuda_interval *)b)->start_ns;
+    return x < y ? -1 : x > y;
+}
+
 /* Busy time of device `dev`'s timeline in [from, to) (CLOCK_MONOTONIC ns):
  * of process `pid`, or of everything (context switches included) when pid
- * is 0. Reads the recent-interval ring, so only the last FAKECUDA_RING
- * intervals count. */
+ * is 0. The time covered by at least one interval: MPS clients' intervals
+ * overlap, and busy means "some work runs". Reads the recent-interval
+ * ring, so only the last FAKECUDA_RING intervals count. 0 if out of memory. */
 static inline uint64_t fakecuda_busy_in_window(struct fakecuda_state *s, int dev, int pid,
                                                uint64_t from, uint64_t to)
 {
     struct fakecuda_device *D = &s->dev[dev];
-    uint64_t sum = 0;
+    struct fakecuda_interval *v = (struct fakecuda_interval *)malloc(sizeof(*v) * FAKECUDA_RING);
+    if (!v)
+        return 0;
+    size_t n = 0;
     fakecuda_lock(&D->lock);
     uint64_t h = D->ring_head;
-    for (uint64_t n = 0; n < FAKECUDA_RING && n < h; n++) {
-        const struct fakecuda_interval *iv = &D->ring[(h - 1 - n) % FAKECUDA_RING];
-        if (iv->end_ns <= from)
-            break;
+    for (uint64_t k = 0; k < FAKECUDA_RING && k < h; k++) {
+        const struct fakecuda_interval *iv = &D->ring[(h - 1 - k) % FAKECUDA_RING];
         if (pid && iv->pid != pid)
             continue;
         uint64_t a = iv->start_ns > from ? iv->start_ns : from;
         uint64_t b = iv->end_ns < to ? iv->end_ns : to;
         if (b > a)
-            sum += b - a;
+            v[n++] = (struct fakecuda_interval){.start_ns = a, .end_ns = b};
     }
     fakecuda_unlock(&D->lock);
-    return sum;
+    qsort(v, n, sizeof(*v), fakecuda_interval_cmp_);
+    uint64_t sum = 0, a = 0, b = 0;
+    for (size_t k = 0; k < n; k++) {
+        if (k && v[k].start_ns <= b) {
+            if (v[k].end_ns > b)
+                b = v[k].end_ns;
+            continue;
+        }
+        sum += b - a;
+        a = v[k].start_ns;
+        b = v[k].end_ns;
+    }
+    free(v);
+    return sum + (b - a);
 }
 
 /* ---- creation ----------------------------------------------------------- */

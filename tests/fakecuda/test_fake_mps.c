@@ -10,12 +10,31 @@
  *               133 = 0); "ok <pct>": a client (133 = 1, entry marked, its
  *               context charged FAKECUDA_MPS_CTX_BYTES, NVML lists it);
  *               thread percentage = min(daemon's, the client's own);
+ *               "error too many clients": CUDA_ERROR_MPS_MAX_CLIENTS_REACHED;
  *               any other answer or a hang-up: cuInit fails with
  *               CUDA_ERROR_MPS_CONNECTION_FAILED, and a later one retries;
  *               the connection lives exactly as long as the client
  *               (a fork child does not keep its parent's).
  *   occupancy   FAKECUDA_SMS, cuOccupancyMaxActiveBlocksPerMultiprocessor
  *               [WithFlags] and the cooperative-launch limit.
+ *   timeline    clients' small kernels overlap (two clients' N kernels of
+ *               occupancy 0.2 take the time of one's; time-sliced: the
+ *               sum), full-occupancy kernels share (the sum), a thread
+ *               percentage stretches a kernel and leaves the rest of the
+ *               SMs to others, no switch cost among clients but one
+ *               between the MPS server and an ordinary process, graphs
+ *               occupy their largest node's share, events span their own
+ *               stream's work, NVML's busy time is the union, a profile
+ *               with more breakpoints than the state holds is coarsened
+ *               without moving placed work.
+ *
+ * Verdicts read simulated time (the intervals the fake placed on the
+ * device timeline in the state file), never the wall clock: each timeline
+ * scenario first puts an "anchor" kernel of ANCHOR_MS (scaled) on its own
+ * device, so every later launch of the scenario is made before the anchor
+ * ends and starts at a point fixed by the model, whatever the scheduler
+ * does. Only the two event checks wait for the device, and bound their
+ * result by the wall time the launches took.
  */
 #define _GNU_SOURCE
 #include <cuda.h>
@@ -37,6 +56,16 @@
 
 #define MiB (1024ULL * 1024ULL)
 #define SMS 100             /* FAKECUDA_SMS of this test */
+#define NDEV 9              /* FAKECUDA_DEVICES: a fresh device per timeline scenario */
+#define US 1000ULL
+#define SW (50 * US)        /* FAKECUDA_CTX_SWITCH_US=50 */
+#define ANCHOR_MS 3000.0
+/* Kernels of 128-thread blocks (16 resident per SM: 1600 fill the device)
+ * at FAKECUDA_NS_PER_BLOCK=1000. */
+#define SMALL 320u          /* occupancy 0.2, 320 us */
+#define FULL 1600u          /* occupancy 1, 1.6 ms */
+#define D_SMALL (SMALL * US)
+#define D_FULL (FULL * US)
 #define CTX_BYTES (100 * MiB)
 #define MPS_CTX_BYTES (64 * MiB)
 #define CHILD_MS 10000.0
@@ -45,6 +74,11 @@
 static char g_dir[] = "/tmp/fakecuda-mps-XXXXXX";
 static char g_pipe[256];  /* the daemon's pipe directory */
 static char g_state[256]; /* FAKECUDA_STATE */
+static char g_none[300];  /* a pipe directory without a daemon */
+static int g_launched[2]; /* timeline children write a byte once launched */
+static pid_t g_kids[64];  /* timeline children to reap */
+static int g_nkids;
+static struct fakecuda_state *g_st;
 
 /* ---- the test's MPS control daemon --------------------------------------- */
 
@@ -243,7 +277,7 @@ static void child_client(uint32_t ppm, int hold)
     CHECK_EQ(mps_attr(1), 1);
     ctx_up(0);
     const struct fakecuda_proc *p = my_entry();
-    CHECK_EQ(p->mps_mask, 3); /* every visible device */
+    CHECK_EQ(p->mps_mask, (1u << NDEV) - 1); /* every visible device */
     CHECK_EQ(p->mps_cap_ppm, ppm);
     CHECK_EQ_U(fakecuda_load(&p->kind_used[0][FAKECUDA_KIND_CONTEXT]), MPS_CTX_BYTES);
     /* TODO(H200): what NVML lists for MPS clients; until measured each
@@ -326,10 +360,10 @@ static void detection_on(void)
  * CUDA_ERROR_MPS_CONNECTION_FAILED and nothing is initialised. With
  * `told` >= 0 the child then tells the parent (`tell`), which makes the
  * daemon answer, and the next cuInit succeeds: a client. */
-static void child_refused(int tell, int told)
+static void child_refused(CUresult expect, int tell, int told)
 {
     pipe_dir(g_pipe);
-    CHECK_EQ(cuInit(0), CUDA_ERROR_MPS_CONNECTION_FAILED);
+    CHECK_EQ(cuInit(0), expect);
     int n;
     CHECK_EQ(cuDeviceGetCount(&n), CUDA_ERROR_NOT_INITIALIZED);
     const char *name;
@@ -352,19 +386,25 @@ static void detection_refused(void)
         daemon_reply(bad[i]);
         pid_t pid = fork_child();
         if (pid == 0)
-            child_refused(-1, -1);
+            child_refused(CUDA_ERROR_MPS_CONNECTION_FAILED, -1, -1);
         cs_wait_ok(pid, CHILD_MS);
         int fd = conn_of(pid);
         CHECK(fd >= 0);
         conn_wait_closed(fd); /* the client closed its end at once */
     }
+    /* The fake daemon's refusal past its client limit. */
+    daemon_reply("error too many clients\n");
+    pid_t full = fork_child();
+    if (full == 0)
+        child_refused(CUDA_ERROR_MPS_MAX_CLIENTS_REACHED, -1, -1);
+    cs_wait_ok(full, CHILD_MS);
     /* The driver asks again at the next cuInit. */
     int up[2], down[2];
     CHECK(pipe(up) == 0 && pipe(down) == 0);
     daemon_reply("nope\n");
     pid_t pid = fork_child();
     if (pid == 0)
-        child_refused(up[1], down[0]);
+        child_refused(CUDA_ERROR_MPS_CONNECTION_FAILED, up[1], down[0]);
     char c;
     cs_read_full(up[0], &c, 1, CHILD_MS);
     daemon_reply("ok 100\n");
@@ -498,14 +538,380 @@ static void child_occupancy(void)
     exit(0);
 }
 
+/* ---- the timeline ---------------------------------------------------------- */
+
+/* What a child does on device `dev`: n launches of `blocks` 128-thread
+ * blocks on one stream (graph: one launch of a captured graph of n such
+ * kernels instead), then it says so on g_launched and exits without
+ * waiting for the device: the parent reads where the work went from the
+ * state as soon as the child has launched (not when it has exited: an
+ * exit may take long, e.g. TSan sleeps a second in it). */
+struct plan {
+    int dev;
+    int client;
+    const char *pct;       /* CUDA_MPS_ACTIVE_THREAD_PERCENTAGE, or NULL */
+    unsigned blocks;
+    int n;
+    int graph;
+    int alternate;         /* every other kernel has half the blocks */
+    struct cs_gate *gate;  /* arrive there before launching, or NULL */
+};
+
+static void child_run(const struct plan *p)
+{
+    pipe_dir(p->client ? g_pipe : g_none);
+    if (p->pct)
+        setenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", p->pct, 1);
+    CHECK_EQ(cuInit(0), CUDA_SUCCESS);
+    CHECK_EQ(mps_attr(p->dev), p->client);
+    ctx_up(p->dev);
+    CUfunction f = kernel();
+    CUstream s;
+    CHECK_EQ(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    CUgraphExec x = NULL;
+    if (p->graph) {
+        CUgraph g;
+        CHECK_EQ(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+        for (int i = 0; i < p->n; i++)
+            CHECK_EQ(cuLaunchKernel(f, p->blocks, 1, 1, 128, 1, 1, 0, s, NULL, NULL), CUDA_SUCCESS);
+        CHECK_EQ(cuStreamEndCapture(s, &g), CUDA_SUCCESS);
+        CHECK_EQ(cuGraphInstantiate(&x, g, 0), CUDA_SUCCESS);
+    }
+    if (p->gate)
+        cs_gate_arrive(p->gate);
+    if (x)
+        CHECK_EQ(cuGraphLaunch(x, s), CUDA_SUCCESS);
+    for (int i = 0; !x && i < p->n; i++) {
+        unsigned blocks = p->alternate && i % 2 ? p->blocks / 2 : p->blocks;
+        CHECK_EQ(cuLaunchKernel(f, blocks, 1, 1, 128, 1, 1, 0, s, NULL, NULL), CUDA_SUCCESS);
+    }
+    CHECK(write(g_launched[1], "x", 1) == 1);
+    exit(0);
+}
+
+/* Forks a child for p (reaped by reap_kids). */
+static pid_t spawn_plan(const struct plan *p)
+{
+    pid_t pid = fork_child();
+    if (pid == 0)
+        child_run(p);
+    CHECK(g_nkids < (int)(sizeof g_kids / sizeof g_kids[0]));
+    g_kids[g_nkids++] = pid;
+    return pid;
+}
+
+static void wait_launched(int n)
+{
+    for (int i = 0; i < n; i++) {
+        char c;
+        cs_read_full(g_launched[0], &c, 1, CHILD_MS);
+    }
+}
+
+/* A child for p, returned once it has launched everything. */
+static pid_t start(const struct plan *p)
+{
+    pid_t pid = spawn_plan(p);
+    wait_launched(1);
+    return pid;
+}
+
+static void run(const struct plan *p)
+{
+    start(p);
+}
+
+/* Two children of these plans launching at once (a start gate). */
+static void run_pair(struct plan a, struct plan b, pid_t *pa, pid_t *pb)
+{
+    struct cs_gate g;
+    cs_gate_init(&g);
+    a.gate = b.gate = &g;
+    *pa = spawn_plan(&a);
+    *pb = spawn_plan(&b);
+    cs_gate_open(&g, 2, CHILD_MS);
+    wait_launched(2);
+}
+
+/* Every timeline child exited cleanly (their checks passed). */
+static void reap_kids(void)
+{
+    for (int i = 0; i < g_nkids; i++)
+        cs_wait_ok(g_kids[i], CHILD_MS);
+    g_nkids = 0;
+}
+
+static uint64_t busy_until(int dev)
+{
+    return fakecuda_load(&g_st->dev[dev].busy_until_ns);
+}
+
+/* Puts an anchor on `dev` (a kernel filling the device for ANCHOR_MS,
+ * scaled) by a client or an ordinary process; returns its end T. */
+static uint64_t anchor(int dev, int client)
+{
+    unsigned blocks = (unsigned)(ANCHOR_MS * cs_test_scale() * 1000.0); /* 1 us each */
+    run(&(struct plan){.dev = dev, .client = client, .blocks = blocks, .n = 1});
+    return busy_until(dev);
+}
+
+/* pid's intervals on dev's timeline (pid -1: context switches) from T on:
+ * the first start, the last end, the busy time, how many. */
+struct span {
+    uint64_t first, end, busy;
+    int n;
+};
+
+static struct span span_of(int dev, int pid, uint64_t T)
+{
+    struct fakecuda_device *D = &g_st->dev[dev];
+    struct span sp = {UINT64_MAX, 0, 0, 0};
+    fakecuda_lock(&D->lock);
+    for (uint64_t i = 0; i < D->ring_head && i < FAKECUDA_RING; i++) {
+        const struct fakecuda_interval *iv = &D->ring[i];
+        if (iv->pid != pid || iv->end_ns <= T)
+            continue;
+        if (iv->start_ns < sp.first)
+            sp.first = iv->start_ns;
+        if (iv->end_ns > sp.end)
+            sp.end = iv->end_ns;
+        sp.busy += iv->end_ns - iv->start_ns;
+        sp.n++;
+    }
+    fakecuda_unlock(&D->lock);
+    return sp;
+}
+
+/* Work that should start exactly where the model puts it (`at`, relative
+ * to the anchor's end T). Once the anchor has ended, a later start may
+ * mean a launch came after T rather than a wrong model: say so. */
+static void check_starts(const struct span *sp, uint64_t T, uint64_t at)
+{
+    if (sp->first == at)
+        return;
+    fprintf(stderr, "work starts at T%+lld ns, the model puts it at T%+lld ns\n", (long long)(sp->first - T),
+            (long long)(at - T));
+    if ((uint64_t)cs_now_ns() >= T)
+        fprintf(stderr, "the %.0f ms anchor has ended: were the launches made after it? (raise CS_TEST_SCALE)\n",
+                ANCHOR_MS * cs_test_scale());
+    CHECK_EQ_U(sp->first, at);
+}
+
+/* Two clients, N = 10 kernels of occupancy 0.2 each, launching at once:
+ * they run side by side, done in the time of one client's (10 x 320 us);
+ * NVML's busy time is the union, not the sum. */
+static void overlap(int dev)
+{
+    uint64_t anchor_ns = (uint64_t)(ANCHOR_MS * cs_test_scale() * 1000.0) * US;
+    uint64_t T = anchor(dev, 1);
+    pid_t a, b;
+    struct plan p = {.dev = dev, .client = 1, .blocks = SMALL, .n = 10};
+    run_pair(p, p, &a, &b);
+    struct span sa = span_of(dev, a, T), sb = span_of(dev, b, T);
+    check_starts(&sa, T, T);
+    check_starts(&sb, T, T);
+    CHECK_EQ_U(sa.end, T + 10 * D_SMALL);
+    CHECK_EQ_U(sb.end, T + 10 * D_SMALL);
+    CHECK_EQ_U(sa.busy, 10 * D_SMALL);
+    CHECK_EQ_U(busy_until(dev), T + 10 * D_SMALL);
+    CHECK_EQ_U(fakecuda_busy_in_window(g_st, dev, 0, T, T + 1000 * D_SMALL), 10 * D_SMALL);
+    CHECK_EQ_U(fakecuda_busy_in_window(g_st, dev, a, T, T + 1000 * D_SMALL), 10 * D_SMALL);
+    CHECK_EQ_U(fakecuda_load(&g_st->dev[dev].busy_ns), anchor_ns + 10 * D_SMALL);
+    CHECK_EQ(span_of(dev, -1, 0).n, 0); /* clients pay no switch */
+}
+
+/* The same two workloads in ordinary processes take the sum (and the
+ * switches between them). */
+static void time_sliced(int dev)
+{
+    uint64_t T = anchor(dev, 0);
+    pid_t a, b;
+    struct plan p = {.dev = dev, .client = 0, .blocks = SMALL, .n = 10};
+    run_pair(p, p, &a, &b);
+    CHECK_EQ_U(span_of(dev, a, T).busy, 10 * D_SMALL);
+    CHECK_EQ_U(span_of(dev, b, T).busy, 10 * D_SMALL);
+    CHECK_GE(busy_until(dev) - T, 20 * D_SMALL + SW);
+    CHECK_EQ_U(fakecuda_busy_in_window(g_st, dev, 0, T, busy_until(dev)), busy_until(dev) - T);
+}
+
+/* Kernels that fill the device share it: two clients' 5 kernels each take
+ * the sum, whatever the interleaving; each client's own busy time is its
+ * 5 kernels'. */
+static void full_share(int dev)
+{
+    uint64_t T = anchor(dev, 1);
+    pid_t a, b;
+    struct plan p = {.dev = dev, .client = 1, .blocks = FULL, .n = 5};
+    run_pair(p, p, &a, &b);
+    struct span sa = span_of(dev, a, T), sb = span_of(dev, b, T);
+    CHECK_EQ_U(sa.first < sb.first ? sa.first : sb.first, T);
+    CHECK_EQ_U(sa.busy, 5 * D_FULL);
+    CHECK_EQ_U(sb.busy, 5 * D_FULL);
+    CHECK_EQ_U(busy_until(dev), T + 10 * D_FULL);
+    CHECK_EQ_U(fakecuda_busy_in_window(g_st, dev, 0, T, T + 100 * D_FULL), 10 * D_FULL);
+}
+
+/* CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=25: a full kernel holds a quarter of
+ * the SMs for four times as long, a kernel of occupancy 0.2 is not
+ * slowed; a client of 100 % beside it gets the other 3/4 (stretched to
+ * 4/3); a client the daemon gives 50 % gets half of what is then free. */
+static void thread_percentage(int dev)
+{
+    uint64_t T = anchor(dev, 1);
+    pid_t a = start(&(struct plan){.dev = dev, .client = 1, .pct = "25", .blocks = FULL, .n = 1});
+    pid_t a2 = start(&(struct plan){.dev = dev, .client = 1, .pct = "25", .blocks = SMALL, .n = 1});
+    struct span sa = span_of(dev, a, T), sa2 = span_of(dev, a2, T);
+    check_starts(&sa, T, T);
+    CHECK_EQ_U(sa.end, T + 4 * D_FULL);
+    check_starts(&sa2, T, T); /* 0.25 + 0.2 fit */
+    CHECK_EQ_U(sa2.end, T + D_SMALL);
+
+    pid_t b = start(&(struct plan){.dev = dev, .client = 1, .blocks = FULL, .n = 1});
+    struct span sb = span_of(dev, b, T);
+    check_starts(&sb, T, T);
+    /* 0.55 of the SMs free while the small kernel runs, then 0.75: its
+     * 1.6 ms x 1 of SM time ends at T + 320 us + the rest / 0.75. */
+    uint64_t b_end = T + D_SMALL + (D_FULL * 1000000ULL - 550000 * D_SMALL + 750000 - 1) / 750000;
+    CHECK_EQ_U(sb.end, b_end);
+
+    daemon_reply("ok 50\n");
+    pid_t c = start(&(struct plan){.dev = dev, .client = 1, .blocks = FULL, .n = 1});
+    daemon_reply("ok 100\n");
+    struct span sc = span_of(dev, c, T);
+    check_starts(&sc, T, b_end); /* the SMs were all taken until b ended */
+    CHECK_EQ_U(sc.end, b_end + 2 * D_FULL);
+    CHECK_EQ_U(busy_until(dev), T + 4 * D_FULL);
+}
+
+/* Clients follow each other and the anchor without a switch; an ordinary
+ * process pays FAKECUDA_CTX_SWITCH_US after the MPS server's work, and
+ * the server after it. */
+static void switch_cost(int dev)
+{
+    uint64_t T = anchor(dev, 1);
+    pid_t c1 = start(&(struct plan){.dev = dev, .client = 1, .blocks = SMALL, .n = 1});
+    pid_t c2 = start(&(struct plan){.dev = dev, .client = 1, .blocks = SMALL, .n = 1});
+    pid_t o = start(&(struct plan){.dev = dev, .client = 0, .blocks = SMALL, .n = 1});
+    pid_t c3 = start(&(struct plan){.dev = dev, .client = 1, .blocks = SMALL, .n = 1});
+    struct span s1 = span_of(dev, c1, T), s2 = span_of(dev, c2, T);
+    check_starts(&s1, T, T);
+    check_starts(&s2, T, T);
+    struct span so = span_of(dev, o, T), s3 = span_of(dev, c3, T);
+    check_starts(&so, T, T + D_SMALL + SW);
+    check_starts(&s3, T, T + 2 * D_SMALL + 2 * SW);
+    CHECK_EQ_U(s3.end, T + 3 * D_SMALL + 2 * SW);
+    struct span sw = span_of(dev, -1, 0);
+    CHECK_EQ(sw.n, 2);
+    CHECK_EQ_U(sw.busy, 2 * SW);
+    CHECK_EQ_U(sw.first, T + D_SMALL);
+}
+
+/* A graph launch holds its largest node's share for FAKECUDA_GRAPH_US
+ * plus its nodes: two clients' graphs of two 0.1 kernels run side by side. */
+static void graphs(int dev)
+{
+    uint64_t T = anchor(dev, 1);
+    pid_t a, b;
+    struct plan p = {.dev = dev, .client = 1, .blocks = SMALL / 2, .n = 2, .graph = 1};
+    run_pair(p, p, &a, &b);
+    struct span sa = span_of(dev, a, T), sb = span_of(dev, b, T);
+    uint64_t g = 100 * US + 2 * (SMALL / 2) * US;
+    check_starts(&sa, T, T);
+    check_starts(&sb, T, T);
+    CHECK_EQ_U(sa.end, T + g);
+    CHECK_EQ_U(sb.end, T + g);
+}
+
+/* Events: a pair around a client's kernel spans that kernel, stretched by
+ * its thread percentage, and not another client's queue beside it. */
+static void child_events(int dev, const char *pct, unsigned blocks, uint64_t expect_ns)
+{
+    pipe_dir(g_pipe);
+    if (pct)
+        setenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", pct, 1);
+    CHECK_EQ(cuInit(0), CUDA_SUCCESS);
+    ctx_up(dev);
+    CUfunction f = kernel();
+    CUstream s;
+    CUevent e0, e1;
+    CHECK_EQ(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    CHECK_EQ(cuEventCreate(&e0, CU_EVENT_DEFAULT), CUDA_SUCCESS);
+    CHECK_EQ(cuEventCreate(&e1, CU_EVENT_DEFAULT), CUDA_SUCCESS);
+    int64_t t0 = cs_now_ns();
+    CHECK_EQ(cuEventRecord(e0, s), CUDA_SUCCESS);
+    CHECK_EQ(cuLaunchKernel(f, blocks, 1, 1, 128, 1, 1, 0, s, NULL, NULL), CUDA_SUCCESS);
+    CHECK_EQ(cuEventRecord(e1, s), CUDA_SUCCESS);
+    int64_t t1 = cs_now_ns();
+    CHECK_EQ(cuEventSynchronize(e1), CUDA_SUCCESS);
+    float ms;
+    CHECK_EQ(cuEventElapsedTime(&ms, e0, e1), CUDA_SUCCESS);
+    /* The kernel starts when it is launched, at most t1 - t0 after e0. */
+    double got = ms * 1e6, want = (double)expect_ns;
+    if (got < want - 1e3 || got > want + (double)(t1 - t0) + 1e3) {
+        fprintf(stderr, "event pair %.0f ns, the kernel's own time %.0f ns (launches took %lld ns)\n", got,
+                want, (long long)(t1 - t0));
+        exit(1);
+    }
+    exit(0);
+}
+
+static void events(int dev)
+{
+    /* Another client's queue of 1000 kernels at half the SMs: 0.8 s of
+     * work the pairs below must not span (should the machine stall that
+     * long, they still span only their own kernels). */
+    run(&(struct plan){.dev = dev, .client = 1, .blocks = FULL / 2, .n = 1000});
+    pid_t pid = fork_child();
+    if (pid == 0)
+        child_events(dev, NULL, SMALL, D_SMALL); /* 0.2 fits beside 0.5 */
+    cs_wait_ok(pid, CHILD_MS);
+    pid = fork_child();
+    if (pid == 0)
+        child_events(dev, "25", FULL, 4 * D_FULL); /* a quarter of the SMs: 4 x as long */
+    cs_wait_ok(pid, CHILD_MS);
+}
+
+/* More breakpoints than the state holds (FAKECUDA_CAPSEGS): a client's
+ * 2100 kernels alternating occupancy 0.2 and 0.1 keep exactly their times;
+ * the profile is coarsened (neighbours merged at the higher share), so a
+ * full kernel beside them finds at least 0.8 and at most 0.9 free. */
+static void profile_full(int dev)
+{
+    uint64_t T = anchor(dev, 1);
+    pid_t a = start(&(struct plan){.dev = dev, .client = 1, .blocks = SMALL, .n = 2100, .alternate = 1});
+    pid_t b = start(&(struct plan){.dev = dev, .client = 1, .blocks = FULL, .n = 1});
+    struct span sa = span_of(dev, a, T), sb = span_of(dev, b, T);
+    check_starts(&sa, T, T);
+    CHECK_EQ_U(sa.end, T + 1050 * (D_SMALL + D_SMALL / 2));
+    CHECK_EQ_U(sa.busy, 1050 * (D_SMALL + D_SMALL / 2));
+    check_starts(&sb, T, T);
+    CHECK_GE(sb.end, T + (D_FULL * 10 + 8) / 9);
+    CHECK_LE(sb.end, T + (D_FULL * 10 + 7) / 8);
+    const struct fakecuda_device *D = &g_st->dev[dev];
+    CHECK_LE(D->nseg, FAKECUDA_CAPSEGS);
+    CHECK_GT(D->nseg, FAKECUDA_CAPSEGS / 2); /* it was full, not emptied */
+    for (uint32_t i = 0; i < D->nseg; i++) {
+        CHECK_LE(D->seg[i].used_ppm, 1000000);
+        if (i)
+            CHECK_GT(D->seg[i].t, D->seg[i - 1].t);
+    }
+    CHECK_EQ(D->seg[D->nseg - 1].used_ppm, 0);
+}
+
 int main(void)
 {
     CHECK(mkdtemp(g_dir) != NULL);
     snprintf(g_pipe, sizeof g_pipe, "%s/pipe", g_dir);
     snprintf(g_state, sizeof g_state, "%s/state", g_dir);
+    snprintf(g_none, sizeof g_none, "%s/none", g_dir);
     CHECK(mkdir(g_pipe, 0700) == 0);
     setenv("FAKECUDA_STATE", g_state, 1);
-    setenv("FAKECUDA_DEVICES", "2", 1);
+    setenv("FAKECUDA_DEVICES", "9", 1);
+    setenv("FAKECUDA_NS_PER_BLOCK", "1000", 1);
+    setenv("FAKECUDA_GRAPH_US", "100", 1);
+    setenv("FAKECUDA_CTX_SWITCH_US", "50", 1);
+    unsetenv("FAKECUDA_POWER_BUSY_W");
+    unsetenv("FAKECUDA_EVENT_TIMESLICE");
     setenv("FAKECUDA_SMS", "100", 1);
     setenv("FAKECUDA_CTX_BYTES", "100m", 1);
     setenv("FAKECUDA_MPS_CTX_BYTES", "64m", 1);
@@ -514,6 +920,7 @@ int main(void)
     struct fakecuda_state *st = fakecuda_state_open(g_state); /* created with this environment */
     CHECK(st != NULL);
     CHECK_EQ(st->dev[0].sms, SMS);
+    g_st = st;
     daemon_start();
 
     detection_off();
@@ -526,9 +933,20 @@ int main(void)
         child_occupancy();
     cs_wait_ok(pid, CHILD_MS);
 
+    CHECK(pipe(g_launched) == 0);
+    overlap(1);
+    time_sliced(2);
+    full_share(3);
+    thread_percentage(4);
+    switch_cost(5);
+    graphs(6);
+    events(7);
+    profile_full(8);
+    reap_kids();
+
     daemon_stop();
     fakecuda_state_close(st);
     cs_rmtree(g_dir);
-    printf("mps: detection, attribute 133, context bytes, occupancy\n");
+    printf("mps: detection, attribute 133, context bytes, occupancy, concurrent timeline\n");
     return 0;
 }
