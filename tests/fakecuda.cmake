@@ -20,6 +20,9 @@ fakecuda_test(fake_memory_kinds test_fake_memory_kinds.c
   LIBS fakecuda_driver fakecuda_nvml
   ENV FAKECUDA_FAIL_cuMemAllocManaged=2 FAKECUDA_NVML_PID_OFFSET=100000)
 fakecuda_test(fake_threads test_fake_threads.c LIBS fakecuda_driver fakecuda_nvml)
+# NVML's process samples taken on the driver's clock, newer-than-stamp only.
+fakecuda_test(fake_nvml_samples test_fake_nvml_samples.c
+  LIBS fakecuda_driver fakecuda_nvml ENV FAKECUDA_NVML_SAMPLE_MS=50)
 # Power / DVFS model; re-executes itself once per configuration (~2.2 s).
 fakecuda_test(fake_power_model test_fake_power_model.c
   LIBS fakecuda_driver fakecuda_nvml)

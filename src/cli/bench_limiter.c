@@ -499,8 +499,9 @@ static void write_outputs(double lb_native, double lb_limited)
                    "'limit') ? $3 : 1/0):5 title '%s' with linespoints lw 2 pt 7",
                 B.out, B.w[k].name, B.w[k].name);
     for (int k = 0; k < B.nw; k++)
-        fprintf(f, ", '%s/limiter-bench.csv' using ((strcol(1) eq '%s' && strcol(2) eq "
-                   "'pair' || strcol(2) eq 'mix') ? $3 : 1/0):5 title '%s, tenants side by side' with points pt 5 ps 1.5",
+        fprintf(f, ", '%s/limiter-bench.csv' using ((strcol(1) eq '%s' && (strcol(2) eq "
+                   "'pair' || strcol(2) eq 'mix')) ? $3 : 1/0):5 title '%s, tenants side by "
+                   "side' with points pt 5 ps 1.5",
                 B.out, B.w[k].name, B.w[k].name);
     fprintf(f, "\n");
     fclose(f);

@@ -78,6 +78,7 @@ static void read_config(void)
     const char *s = getenv("FAKECUDA_NVML_PID_OFFSET");
     fc_cfg.nvml_pid_offset = s ? strtol(s, NULL, 10) : 0;
     fc_cfg.nvml_extra_procs = (unsigned)env_u64("FAKECUDA_NVML_EXTRA_PROCS", 0, 0);
+    fc_cfg.nvml_sample_ns = env_u64("FAKECUDA_NVML_SAMPLE_MS", 0, 0) * 1000000ULL;
     fc_cfg.driver_version = (int)env_u64("FAKECUDA_DRIVER_VERSION", 13000, 0);
     s = getenv("FAKECUDA_NVML_DRIVER_VERSION");
     snprintf(fc_cfg.nvml_driver_version, sizeof(fc_cfg.nvml_driver_version), "%s",

@@ -43,6 +43,7 @@ struct fc_config {
     uint64_t dvfs_window_ns;  /* FAKECUDA_DVFS_WINDOW_MS * 1e6 */
     long nvml_pid_offset;     /* FAKECUDA_NVML_PID_OFFSET */
     unsigned nvml_extra_procs; /* FAKECUDA_NVML_EXTRA_PROCS */
+    uint64_t nvml_sample_ns;  /* FAKECUDA_NVML_SAMPLE_MS * 1e6 (0: a sample per query) */
     int driver_version;       /* FAKECUDA_DRIVER_VERSION */
     char nvml_driver_version[80]; /* FAKECUDA_NVML_DRIVER_VERSION */
     int fail[FAKECUDA_CALL_COUNT];       /* FAKECUDA_FAIL_<symbol> */

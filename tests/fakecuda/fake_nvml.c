@@ -322,6 +322,22 @@ static uint64_t realtime_us(void)
     return (uint64_t)ts.tv_sec * 1000000ULL + (uint64_t)ts.tv_nsec / 1000;
 }
 
+/* The newest sample the driver has taken, at or before now_us (CLOCK_REALTIME
+ * us): with FAKECUDA_NVML_SAMPLE_MS, at the last multiple of that period, as
+ * the driver samples on its own clock; without it, now (a fresh sample for
+ * every query, what the fake always did). */
+static uint64_t newest_sample_us(uint64_t now_us)
+{
+    uint64_t period_us = fc_cfg.nvml_sample_ns / 1000;
+    return period_us ? now_us - now_us % period_us : now_us;
+}
+
+/* Samples newer than lastSeenTimeStamp only, as the driver returns them:
+ * none (NVML_ERROR_NOT_FOUND) when it has taken none since. A second query
+ * right after a first one, passed the first one's time stamp, gets nothing
+ * (65dea60 was the limiter reading twice per tick). One sample per listed
+ * process, its smUtil the process's busy share of (max(lastSeen, sample -
+ * FAKECUDA_UTIL_WINDOW_MS), sample]. */
 FC_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
                                                        nvmlProcessUtilizationSample_t *utilization,
                                                        unsigned int *processSamplesCount,
@@ -335,21 +351,26 @@ FC_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
     unsigned n = list_procs(d, procs, FAKECUDA_MAX_PROCS);
     if (!n)
         return NVML_ERROR_NOT_FOUND;
+    uint64_t now = fc_now_ns(), now_us = realtime_us();
+    uint64_t at_us = newest_sample_us(now_us);
+    if (fc_cfg.nvml_sample_ns && lastSeenTimeStamp >= at_us)
+        return NVML_ERROR_NOT_FOUND;
     if (!utilization || *processSamplesCount < n) {
         *processSamplesCount = n;
         return NVML_ERROR_INSUFFICIENT_SIZE;
     }
-    uint64_t now = fc_now_ns(), now_us = realtime_us();
+    /* The sample's end on the monotonic timeline. */
+    uint64_t age = (now_us - at_us) * 1000, to = now > age ? now - age : 0;
     uint64_t w = fc_cfg.util_window_ns;
-    if (lastSeenTimeStamp && lastSeenTimeStamp < now_us && (now_us - lastSeenTimeStamp) * 1000 < now)
-        w = (now_us - lastSeenTimeStamp) * 1000;
+    if (lastSeenTimeStamp && lastSeenTimeStamp < at_us && (at_us - lastSeenTimeStamp) * 1000 < to)
+        w = (at_us - lastSeenTimeStamp) * 1000;
     if (!w)
         w = 1;
-    uint64_t from = now > w ? now - w : 0;
+    uint64_t from = to > w ? to - w : 0;
     for (unsigned i = 0; i < n; i++) {
-        uint64_t busy = fc_busy_in_window(d, procs[i]->pid, from, now);
+        uint64_t busy = fc_busy_in_window(d, procs[i]->pid, from, to);
         utilization[i].pid = (unsigned)(procs[i]->pid + fc_cfg.nvml_pid_offset);
-        utilization[i].timeStamp = now_us;
+        utilization[i].timeStamp = at_us;
         utilization[i].smUtil = (unsigned)(busy * 100 / w);
         utilization[i].memUtil = 0;
         utilization[i].encUtil = 0;

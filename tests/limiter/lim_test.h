@@ -322,7 +322,11 @@ static inline long long lim_stat(const char *file, const char *key)
 }
 
 
-/* A share must never exceed its limit by more than `over` points; it may
+/* The bounds the tests give these are what the fake holds: docs/limiter.md
+ * ("Tests") has the spreads measured for each (10 runs on one core while
+ * the other was busy) and how each bound follows from them.
+ *
+ * A share must never exceed its limit by more than `over` points; it may
  * fall short by up to `under` (a CPU-starved CI machine delays launches,
  * which only ever lowers a share). */
 #define CHECK_SHARE(v, want, over, under)                                                \

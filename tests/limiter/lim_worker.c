@@ -323,16 +323,33 @@ static void *bg_launcher(void *arg)
     return NULL;
 }
 
-/* Waits (bounded, CS_TEST_SCALE) until the watcher has harvested a
- * measurement: nobody else calls the limiter meanwhile. */
-static void wait_watcher_harvest(uint64_t since)
+/* Groups of our launches that have ended: harvested as a measured pair,
+ * or charged by estimate because the GPU caught up with them first. Every
+ * group ends one way or the other, whatever the CPU does. */
+static uint64_t groups_ended(void)
+{
+    return STAT(measured) + STAT(groups_estimated);
+}
+
+/* Waits (bounded, CS_TEST_SCALE) until a group the background round
+ * opened has ended, counted from `before` (read before the round: the
+ * watcher may harvest before this thread runs again). Nobody else calls
+ * the limiter meanwhile. (Waiting for `measured` alone, read after the
+ * round, timed out on a loaded CPU: the pair was harvested already, or
+ * the bg thread was preempted between launches, the GPU caught up and
+ * the group was charged by estimate instead.) */
+static void wait_watcher_harvest(uint64_t before)
 {
     const char *sc = getenv("CS_TEST_SCALE");
     double scale = sc && atof(sc) > 0 ? atof(sc) : 1;
     int64_t deadline = now_ns() + (int64_t)(10e9 * scale);
-    while (STAT(measured) <= since) {
+    while (groups_ended() <= before) {
         if (now_ns() > deadline) {
-            fprintf(stderr, "worker: the watcher harvested nothing in 10 s\n");
+            fprintf(stderr, "worker: no group of the background launches ended in 10 s "
+                    "(measured %llu, estimated %llu, markers %llu)\n",
+                    (unsigned long long)STAT(measured),
+                    (unsigned long long)STAT(groups_estimated),
+                    (unsigned long long)STAT(markers));
             exit(7);
         }
         struct timespec ts = {.tv_nsec = 2000000};
@@ -389,9 +406,10 @@ static CUgraph capture_once(CUstreamCaptureMode m, int to_graph, CUfunction fn, 
     } else {
         CK(cuStreamBeginCapture_v2(s, m));
     }
+    uint64_t before = groups_ended();
     pthread_barrier_wait(&bg.go);
     pthread_barrier_wait(&bg.done);
-    wait_watcher_harvest(STAT(measured));
+    wait_watcher_harvest(before);
     uint64_t markers0 = STAT(markers), captured0 = STAT(captured);
     int launched = capture_body(fn, blocks, s, side);
     uint64_t markers = STAT(markers) - markers0, captured = STAT(captured) - captured0;

@@ -42,6 +42,15 @@
  *             is therefore 34 % of GPU time (throughput share, default);
  *             CUSHARE_SM_SHARE=time holds 50 % of GPU time (71 % of the
  *             full-load throughput).
+ *   samples   A (limit 25 %, default) beside B (no limit, so not on the
+ *             board), GPU-bound, on a fake whose NVML samples processes
+ *             every 50 ms and returns only samples newer than the stamp
+ *             it is passed, as the driver does (FAKECUDA_NVML_SAMPLE_MS),
+ *             and whose device utilisation, averaged over 10 minutes, says
+ *             nothing: only B's process samples show it busy. A must be
+ *             held. Before 65dea60 the watcher read the samples twice per
+ *             tick; the policy decision got the second, empty read and
+ *             released A to half the GPU.
  */
 #include "limiter/lim_test.h"
 
@@ -86,8 +95,10 @@ static void recovery(void)
     double st_during = lim_starved(&s, 0, 800, 1900), st_after = lim_starved(&s, 0, 3600, 4500);
     printf("A: %.1f%% while B is busy, %.1f%% after B left (CPU wait %.1f / %.1f %%)\n", during,
            after, st_during, st_after);
-    CHECK(during + st_during >= 8 && during <= 30); /* see priority() on the lower bound */
-    CHECK_GE(after + st_after, 70);
+    /* Measured 24.9-25.1 % while B is busy, 94.7-98.1 % after (less
+     * only when starved of CPU, which is forgiven). */
+    CHECK_SHARE_STARVED(during, 25, 1, 1, st_during);
+    CHECK_GE(after + st_after, 90);
 }
 
 static void priority(void)
@@ -108,6 +119,7 @@ static void priority(void)
         for (int j = 0; j < 2; j++)
             lim_ready(pid[k][j]);
     static double sh[2][2][16];
+    int64_t rq0[2][2], rq1[2][2];   /* CPU wait at the ends of windows 5..13 */
     const int64_t t0 = cs_now_ns();
     for (int w = 0; w < 14; w++) {
         int64_t to = t0 + (int64_t)(w + 1) * 200000000ll;
@@ -117,8 +129,15 @@ static void priority(void)
             for (int j = 0; j < 2; j++)
                 sh[k][j][w] = 100.0 * (double)lim_busy(g[k], 0, pid[k][j], to - 200000000ll, to) /
                               2e8;
+        for (int k = 0; k < 2; k++)
+            for (int j = 0; j < 2; j++) {
+                if (w == 4)
+                    rq0[k][j] = lim_rq_wait_ns(pid[k][j]);
+                if (w == 13)
+                    rq1[k][j] = lim_rq_wait_ns(pid[k][j]);
+            }
     }
-    double m[2][2] = {{0}};
+    double m[2][2] = {{0}}, st[2][2];
     for (int k = 0; k < 2; k++) {
         for (int j = 0; j < 2; j++) {
             CHECK_EQ(lim_wait(pid[k][j]), 0);
@@ -129,17 +148,19 @@ static void priority(void)
                 if (w >= 5)
                     m[k][j] += sh[k][j][w] / 9;
             }
-            printf("  mean %.1f%%\n", m[k][j]);
+            /* CPU wait over windows 5..13 (9 x 200 ms), forgiven below. */
+            st[k][j] = 100.0 * (double)(rq1[k][j] - rq0[k][j]) / 1.8e9;
+            printf("  mean %.1f%%, CPU wait %.1f%%\n", m[k][j], st[k][j]);
         }
     }
-    /* The fake timestamps an event when its own stream reaches it, not
-     * when the shared timeline does, so a tenant waiting behind another's
-     * queue is charged for the wait and lands below its limit: the lower
-     * bounds are loose. */
-    CHECK_SHARE(m[0][0], 50, 4, 8);   /* equal: both held */
-    CHECK(m[0][1] >= 5 && m[0][1] <= 28);
-    CHECK(m[1][1] >= 2 && m[1][1] <= 28); /* L held while H is busy */
-    CHECK_GE(m[1][0], 60);             /* H not held by the lower L */
+    /* Measured, not starved of CPU: equal 47.3-49.8 (H) and 23.3-24.9
+     * (L); H at priority 0 79.8-80.3, L 18.1-19.3 (what H, unpaced,
+     * leaves it on the fake's one FIFO timeline). Below: about 1.5 times
+     * the largest shortfall. */
+    CHECK_SHARE_STARVED(m[0][0], 50, 1, 4, st[0][0]); /* equal: both held */
+    CHECK_SHARE_STARVED(m[0][1], 25, 1, 2, st[0][1]);
+    CHECK(m[1][1] + st[1][1] >= 14 && m[1][1] <= 26);  /* L held while H is busy */
+    CHECK_GE(m[1][0] + st[1][0], 75);                  /* H not held by the lower L */
 }
 
 static void timeslice(void)
@@ -172,11 +193,15 @@ static void timeslice(void)
     double sa = lim_starved(&s, 0, 800, 3200), sb = lim_starved(&s, 1, 800, 3200);
     printf("A %.1f%%, B %.1f%%, A:B = %.3f (target 0.333 +- 10%%; CPU wait %.1f / %.1f %%)\n", a,
            b, ratio, sa, sb);
-    CHECK_SHARE_STARVED(a, 25, 3, 4, sa);
-    CHECK_SHARE_STARVED(b, 75, 3, 6, sb);
+    /* Measured A 24.0-24.6, B 66.4-73.4, at most 0.5 and 2.0 points short
+     * once the CPU wait of each worker's launching thread is forgiven (B
+     * also loses to its watcher's, which is not measured). */
+    CHECK_SHARE_STARVED(a, 25, 1, 1, sa);
+    CHECK_SHARE_STARVED(b, 75, 1, 3, sb);
     /* Starved of CPU, each could have had up to its wait more: the ratios
-     * that allows must include the target's range. */
-    CHECK((a + sa) / b >= 0.3 && a / (b + sb) <= 0.3667);
+     * that allows must meet 1:3 within 5 % (measured: its low end
+     * 0.320-0.337, its high end at least 0.337). */
+    CHECK((a + sa) / b >= 0.3167 && a / (b + sb) <= 0.35);
 }
 
 /* Runs a 25 % + 75 % pair (force) on each of two simulated GPUs, the
@@ -232,7 +257,10 @@ static void fulfil(void)
      * is known within an interval, which must meet the bound. */
     double tput_lo = ab[0][0] / (ab[0][1] + st[0][1]), tput_hi = (ab[0][0] + st[0][0]) / ab[0][1];
     double time_hi = (ab[1][0] + st[1][0]) / ab[1][1];
-    CHECK(tput_hi >= 0.3 && tput_lo <= 0.3667);  /* 1:3 within 10 % */
+    /* 1:3 within 10 %. Measured: the interval's low end 0.319-0.359, its
+     * high end at least 0.330: 5 % would fail 2 runs in 20; fulfilment
+     * follows the board over a second of CPU-scheduled ticks. */
+    CHECK(tput_hi >= 0.3 && tput_lo <= 0.3667);
     CHECK_GE(time_hi, 0.3667);                     /* what it corrects */
     CHECK_GE(ab[0][1] + st[0][1], ab[1][1]);       /* B gains what A gives up */
 }
@@ -280,6 +308,7 @@ static void side_by_side(int ngpus, const char *const *env_k, const int *limits,
                              &s[k], j);
             lim_stats(&s[k], j, 1200, 3200, &share[k][j], &sd);
             wait[k][j] = lim_starved(&s[k], j, 1200, 3200);
+            printf("  mean %.1f%%, CPU wait %.1f%%\n", share[k][j], wait[k][j]);
             sum += share[k][j];
         }
         printf("%s: together %.1f%% of the GPU, %.2f%% switching contexts\n", env_k[k], sum,
@@ -292,23 +321,27 @@ static void windows(void)
     const char *env_k[2] = {"CUSHARE_SM_PERIOD_US=50000", "CUSHARE_SM_PERIOD_US=0"};
     double sh[2][3], st[2][3], sw[2];
     const int pair[2] = {25, 75}, triple[3] = {20, 30, 50};
+    /* Measured: never over a limit; under by up to 2.1 points (75) once
+     * CPU wait is forgiven: a window is its owner's alone, so the gap
+     * after each of its syncs is lost. The lower bounds stay at 3. */
     side_by_side(2, env_k, pair, 2, sh, st, sw);
-    CHECK_SHARE_STARVED(sh[0][0], 25, 3, 3, st[0][0]);
-    CHECK_SHARE_STARVED(sh[0][1], 75, 3, 3, st[0][1]);
+    CHECK_SHARE_STARVED(sh[0][0], 25, 1, 3, st[0][0]);
+    CHECK_SHARE_STARVED(sh[0][1], 75, 1, 3, st[0][1]);
     CHECK_GE(sh[0][0] + sh[0][1] + st[0][0] + st[0][1], 95);
-    /* Two switches per 50 ms period: 0.8 % of the GPU at 200 us each.
-     * Without windows the tenants' bursts interleave more often. */
-    CHECK_LE(sw[0], 1.5);
+    /* Two switches per 50 ms period: 0.8 % of the GPU at 200 us each
+     * (measured 0.48-0.71 %). Without windows the tenants' bursts
+     * interleave more often (2.15-2.39 %). */
+    CHECK_LE(sw[0], 1.0);
     CHECK_GE(sw[1], 2 * sw[0]);
     side_by_side(1, env_k, triple, 3, sh, st, sw);
     double sum = 0, waited = 0;
     for (int j = 0; j < 3; j++) {
-        CHECK_SHARE_STARVED(sh[0][j], triple[j], 3, 3, st[0][j]);
+        CHECK_SHARE_STARVED(sh[0][j], triple[j], 1, 3, st[0][j]);
         sum += sh[0][j];
         waited += st[0][j];
     }
     CHECK_GE(sum + waited, 95);
-    CHECK_LE(sw[0], 2.0); /* three switches per period: 1.2 % */
+    CHECK_LE(sw[0], 1.5); /* three switches per period: 1.2 % (measured 0.68-1.01) */
 }
 
 static void boost(void)
@@ -347,8 +380,44 @@ static void boost(void)
     printf("throughput share: %.1f%% of GPU time = %.1f%% of the full-load work (target 50)\n",
            m[0], t_tput);
     printf("time share:       %.1f%% of GPU time = %.1f%% of the full-load work\n", m[1], t_time);
-    CHECK_SHARE_STARVED(m[0], 34, 3, 3, lim_starved(&s[0], 0, 2000, 3800));
-    CHECK_SHARE_STARVED(m[1], 50, 3, 3, lim_starved(&s[1], 0, 2000, 3800));
+    /* Measured 33.7-33.9 and 49.0-49.5 when not starved of CPU. */
+    CHECK_SHARE_STARVED(m[0], 34, 1, 1, lim_starved(&s[0], 0, 2000, 3800));
+    CHECK_SHARE_STARVED(m[1], 50, 1, 1.5, lim_starved(&s[1], 0, 2000, 3800));
+}
+
+static void samples(void)
+{
+    struct fakecuda_state *gpu = lim_gpu("gpu.state");
+    const char *a_args[] = {"--blocks", "1000", "--sync", "8", "--out",
+                            lim_path("a.out"), NULL};
+    const char *b_args[] = {"--blocks", "1000", "--sync", "8", "--out",
+                            lim_path("b.out"), NULL};
+    pid_t pid[2];
+    for (int k = 0; k < 2; k++) {
+        const char **e = tenant_env("gpu.state", k ? "b.ledger" : "a.ledger", k ? NULL : "25",
+                                    NULL);
+        int n = 6;
+        while (e[n])
+            n++;
+        e[2] = "FAKECUDA_UTIL_WINDOW_MS=600000"; /* replaces tenant_env's 300 ms */
+        e[n++] = "FAKECUDA_NVML_SAMPLE_MS=50";   /* a new sample every tick (100 ms) */
+        pid[k] = lim_spawn(e, k ? b_args : a_args);
+    }
+    static struct lim_series s;
+    lim_sample(gpu, 0, pid, 2, 3000, 200, 60, &s);
+    CHECK_EQ(lim_wait(pid[0]), 0);
+    CHECK_EQ(lim_wait(pid[1]), 0);
+    lim_print_series("A (limit 25, default) share per 200 ms", &s, 0);
+    lim_print_series("B (no limit, not on the board)       ", &s, 1);
+    double a, b, sd;
+    lim_stats(&s, 0, 1000, 3000, &a, &sd);
+    lim_stats(&s, 1, 1000, 3000, &b, &sd);
+    double st = lim_starved(&s, 0, 1000, 3000);
+    printf("A %.1f%%, B %.1f%% (CPU wait of A %.1f %%)\n", a, b, st);
+    /* Held: measured 24.9-25.1. Unheld, A gets half the GPU (the
+     * parent of 65dea60: 50.0 %). */
+    CHECK_SHARE_STARVED(a, 25, 1, 1, st);
+    CHECK_GE(b, 60);
 }
 
 int main(int argc, char **argv)
@@ -367,6 +436,8 @@ int main(int argc, char **argv)
         boost();
     else if (!strcmp(argv[1], "windows"))
         windows();
+    else if (!strcmp(argv[1], "samples"))
+        samples();
     else
         CHECK(!"unknown case");
     return 0;

@@ -122,6 +122,12 @@ static void run(int pct, const int64_t *k, int n, double secs, double *mean, dou
     *sd = sqrt(fmax(0, sq / (nw - 2) - m * m));
 }
 
+/* The law on its simulated clock is deterministic: every run prints the
+ * same numbers (within 0.05 point of the limit, window sd at most 1.0).
+ * The bounds leave room for tuning, not for noise. */
+#define LAW_TOL 0.5   /* points from the target share */
+#define LAW_SD 1.5    /* points, sd of the 100 ms windows */
+
 int main(void)
 {
     const int pcts[] = {10, 25, 50, 75};
@@ -131,7 +137,7 @@ int main(void)
         for (size_t b = 0; b < sizeof pcts / sizeof pcts[0]; b++) {
             double m, sd;
             run(pcts[b], &ks[a], 1, 3.0, &m, &sd);
-            int ok = fabs(m - pcts[b]) <= 2.0 && sd <= (ks[a] >= 5 * MS ? 5.0 : 2.0);
+            int ok = fabs(m - pcts[b]) <= LAW_TOL && sd <= LAW_SD;
             printf("kernel %6lld us, limit %2d%%: share %5.1f%%, sd %.2f pts%s\n",
                    (long long)(ks[a] / US), pcts[b], m, sd, ok ? "" : "  <-- FAIL");
             failed |= !ok;
@@ -141,7 +147,7 @@ int main(void)
     const int64_t two[2] = {400 * US, 1500 * US};
     double m2[2], sd2;
     run(50, two, 2, 3.0, m2, &sd2);
-    int ok = fabs(m2[0] + m2[1] - 50) <= 2.0 && m2[0] >= 10 && m2[1] >= 10;
+    int ok = fabs(m2[0] + m2[1] - 50) <= LAW_TOL && m2[0] >= 10 && m2[1] >= 10;
     printf("one tenant at 50%%, two processes: %.1f%% (400 us) + %.1f%% (1.5 ms) = %.1f%%, "
            "sd %.2f%s\n", m2[0], m2[1], m2[0] + m2[1], sd2, ok ? "" : "  <-- FAIL");
     failed |= !ok;
@@ -151,14 +157,14 @@ int main(void)
     const int64_t k200[1] = {200 * US};
     share_pm = 4120;
     run(50, k200, 1, 3.0, m2, &sd2);
-    ok = fabs(m2[0] - 41.2) <= 1.0;
+    ok = fabs(m2[0] - 41.2) <= LAW_TOL;
     printf("limit 50%%, share set to 41.20%%: %.1f%%%s\n", m2[0], ok ? "" : "  <-- FAIL");
     failed |= !ok;
     share_pm = 0;
     for (int64_t a = 4 * MS; a <= 8 * MS; a += 4 * MS) {
         ahead_ns = a;
         run(25, k200, 1, 3.0, m2, &sd2);
-        ok = fabs(m2[0] - 25) <= 1.0 && sd2 <= 2.0;
+        ok = fabs(m2[0] - 25) <= LAW_TOL && sd2 <= LAW_SD;
         printf("limit 25%%, run-ahead %lld ms: %.1f%%, sd %.2f%s\n", (long long)(a / MS), m2[0],
                sd2, ok ? "" : "  <-- FAIL");
         failed |= !ok;

@@ -82,7 +82,9 @@ static int run_batch(int first, int last)
         /* Every launch went through the limiter; markers: a pair per group
          * of at most CS_LIM_GROUP (8) launches queued back to back, except
          * launches charged by estimate while under the share. */
-        if (m > 28 || m + starved < 20 || via != launches || markers * 8 < launches) {
+        /* Every path measured 24.8-25.0 (less only when starved of CPU,
+         * which is forgiven): 1 point either way. */
+        if (m > 26 || m + starved < 24 || via != launches || markers * 8 < launches) {
             printf("  ^ FAIL\n");
             bad++;
         }

@@ -82,8 +82,9 @@ static void perdev(void)
     lim_stats(&s0, 0, 700, 2200, &m0, &sd);
     lim_stats(&s1, 0, 700, 2200, &m1, &sd);
     printf("  means %.1f%% and %.1f%%\n", m0, m1);
-    CHECK_SHARE_STARVED(m0, 25, 3, 5, lim_starved(&s0, 0, 700, 2200));
-    CHECK_SHARE_STARVED(m1, 50, 3, 5, lim_starved(&s1, 0, 700, 2200));
+    /* Measured 24.8-25.0 and 49.7-50.0: 1 point either way. */
+    CHECK_SHARE_STARVED(m0, 25, 1, 1, lim_starved(&s0, 0, 700, 2200));
+    CHECK_SHARE_STARVED(m1, 50, 1, 1, lim_starved(&s1, 0, 700, 2200));
 }
 
 int main(int argc, char **argv)
@@ -91,9 +92,9 @@ int main(int argc, char **argv)
     CHECK(argc == 2);
     lim_dir(lim_kv("policy_%s", argv[1]));
     if (!strcmp(argv[1], "disable"))
-        one("disable", 60, 100);
+        one("disable", 90, 100);  /* unlimited: measured 96.2-98.1 % */
     else if (!strcmp(argv[1], "default"))
-        one("default", 60, 100);
+        one("default", 90, 100);  /* measured 96.5-98.2 % */
     else if (!strcmp(argv[1], "perdev"))
         perdev();
     else

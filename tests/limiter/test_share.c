@@ -69,10 +69,16 @@ int main(int argc, char **argv)
     printf("markers: %lld / launches %lld (limit 25)\n",
            lim_stat(lim_path("w0.out"), "markers"), lim_stat(lim_path("w0.out"), "launches"));
     CHECK_GE(mean[2] + lim_starved(&s[2], 0, 700, 2800), 70);   /* GPU-bound without a limit */
-    CHECK_SHARE_STARVED(mean[0], 25, 3, 5, lim_starved(&s[0], 0, 700, 2800));
-    CHECK_SHARE_STARVED(mean[1], 50, 3, 5, lim_starved(&s[1], 0, 700, 2800));
-    CHECK_LE(sd[0], 5);                  /* no oscillation after warm-up */
-    CHECK_LE(sd[1], 5);
+    /* Measured 24.9-25.0 and 49.8-50.1: 1 point either way (a 200 ms
+     * window holds 50 to 5000 kernels; CPU wait is forgiven below). */
+    CHECK_SHARE_STARVED(mean[0], 25, 1, 1, lim_starved(&s[0], 0, 700, 2800));
+    CHECK_SHARE_STARVED(mean[1], 50, 1, 1, lim_starved(&s[1], 0, 700, 2800));
+    /* No oscillation after warm-up: sd measured <= 0.5 with one core
+     * busy, up to 1.3 with another test suite running beside (CPU wait is
+     * not forgiven here: one window of 11 starved by 3 points alone makes
+     * 0.9). Oscillation would be several points. */
+    CHECK_LE(sd[0], 2);
+    CHECK_LE(sd[1], 2);
     CHECK_EQ(lim_stat(lim_path("w2.out"), "markers"), 0); /* no limit: no events */
     return 0;
 }

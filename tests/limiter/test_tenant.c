@@ -33,10 +33,10 @@ int main(void)
     lim_stats(&s, 0, 900, 2900, &a, &sd);
     lim_stats(&s, 1, 900, 2900, &b, &sd);
     printf("tenant limited to 50%%: %.1f%% + %.1f%% = %.1f%%\n", a, b, a + b);
-    /* Each process waits behind the other's queue on the fake's single
-     * timeline and is charged for it, so the sum lands at or below 50. */
+    /* Measured 49.6-49.8 together: 1 point either way (CPU wait of
+     * either forgiven below); neither process starves the other. */
     double sa = lim_starved(&s, 0, 900, 2900), sb = lim_starved(&s, 1, 900, 2900);
-    CHECK(a + b + sa + sb >= 25 && a + b <= 54);  /* lower: CPU wait forgiven */
+    CHECK_SHARE_STARVED(a + b, 50, 1, 1, sa + sb);
     CHECK(a + sa >= 5 && b + sb >= 5);
     return 0;
 }

@@ -85,7 +85,15 @@ int main(void)
     double m, sd;
     lim_stats(&s, 0, 600, 2000, &m, &sd);
     printf("  mean %.1f%%, sd %.1f pts\n", m, sd);
-    /* Under TSan everything is slower: the check is on the limit only. */
-    CHECK(m >= 30 && m <= 54);
+    /* Measured 49.6-49.8 %: at most 1 point over. Below, 3 points: the
+     * launchers are this process's own threads, whose CPU wait is not
+     * measured, so a CPU hog beside the suite is not forgiven. Under TSan
+     * (gcc's -fsanitize=thread, the tsan build) everything is slower:
+     * there the check is on the limit only. */
+#if defined(__SANITIZE_THREAD__)
+    CHECK(m >= 30 && m <= 51);
+#else
+    CHECK(m >= 47 && m <= 51);
+#endif
     return 0;
 }
