@@ -35,10 +35,12 @@ foreach(case recovery priority timeslice fulfil windows boost samples)
 endforeach()
 cs_limiter_test(limiter_tenant test_tenant.c)
 # Concurrent devices (MPS): the fake MPS control daemon serves the clients.
-cs_limiter_test(limiter_mps test_mps.c)
-set_property(TEST limiter_mps APPEND PROPERTY ENVIRONMENT
-  "CS_FAKE_MPS_CONTROL=${CS_FAKE_DIR}/fake-nvidia-cuda-mps-control")
-add_dependencies(limiter_mps fakecuda_mps_control)
+foreach(case alone together)
+  cs_limiter_test(limiter_mps_${case} test_mps.c ARGS ${case})
+  set_property(TEST limiter_mps_${case} APPEND PROPERTY ENVIRONMENT
+    "CS_FAKE_MPS_CONTROL=${CS_FAKE_DIR}/fake-nvidia-cuda-mps-control")
+  add_dependencies(limiter_mps_${case} fakecuda_mps_control)
+endforeach()
 cs_limiter_test(limiter_suspend test_suspend.c)
 foreach(case plain hami)
   cs_limiter_test(limiter_signals_${case} test_signals.c ARGS ${case})

@@ -12,68 +12,109 @@
  *   3  MPS client, the small kernels captured into a graph and replayed:
  *      the exec's occupancy is read at instantiation, as 0.
  *
+ * Case "together": four such small-kernel tenants at --sm 25 on one GPU,
+ * as MPS clients and (on a second simulated GPU, at the same time) time-
+ * sliced: side by side the clients' kernels overlap on the fake's
+ * timeline, so together they get at least twice the GPU time the
+ * time-sliced four can (issue 15: >= 2x the aggregate throughput).
+ *
  * The fake MPS control daemon (tests/fakecuda/fake_mps_control.c) serves
- * the clients; worker 1 gets an empty pipe directory, so it is an ordinary
- * process, as with the real driver when no daemon runs.
+ * the clients; a time-sliced worker gets an empty pipe directory, so it is
+ * an ordinary process, as with the real driver when no daemon runs.
+ *
+ *   limiter_mps_alone / limiter_mps_together: argument "alone" or "together"
  */
 #include "limiter/lim_test.h"
 
 #define N 4
 
-int main(void)
+static const char *ctl, *pipe_dir, *nopipe;
+
+/* The fake MPS control daemon on the test's pipe directory. */
+static void daemon_start(void)
 {
-    lim_dir("mps");
-    const char *ctl = getenv("CS_FAKE_MPS_CONTROL");
+    ctl = getenv("CS_FAKE_MPS_CONTROL");
     CHECK(ctl != NULL);
-    const char *pipe = lim_path("pipe"), *log = lim_path("log"), *nopipe = lim_path("nopipe");
-    CHECK(mkdir(pipe, 0700) == 0 && mkdir(log, 0700) == 0 && mkdir(nopipe, 0700) == 0);
-    CHECK_EQ(lim_shell("CUDA_MPS_PIPE_DIRECTORY='%s' CUDA_MPS_LOG_DIRECTORY='%s' '%s' -d", pipe,
+    pipe_dir = lim_path("pipe");
+    nopipe = lim_path("nopipe");
+    const char *log = lim_path("log");
+    CHECK(mkdir(pipe_dir, 0700) == 0 && mkdir(log, 0700) == 0 && mkdir(nopipe, 0700) == 0);
+    CHECK_EQ(lim_shell("CUDA_MPS_PIPE_DIRECTORY='%s' CUDA_MPS_LOG_DIRECTORY='%s' '%s' -d", pipe_dir,
                        log, ctl),
              0);
+}
 
+static void daemon_stop(void)
+{
+    CHECK_EQ(lim_shell("echo quit | CUDA_MPS_PIPE_DIRECTORY='%s' '%s' >/dev/null", pipe_dir, ctl), 0);
+}
+
+/* A worker at --sm 25 (force) on simulated GPU `state`, an MPS client or
+ * not, with its own ledger; `board` groups the tenants that see each other. */
+static pid_t worker(const char *state, bool mps, const char *board, const char *blocks,
+                    const char *sync, const char *path, int id)
+{
+    const char *env[] = {
+        lim_kv("FAKECUDA_STATE=%s", lim_path(state)),
+        "FAKECUDA_NS_PER_BLOCK=1000",
+        lim_kv("CUDA_MPS_PIPE_DIRECTORY=%s", mps ? pipe_dir : nopipe),
+        lim_kv("CUDA_DEVICE_MEMORY_SHARED_CACHE=%s", lim_path(lim_kv("l%d.ledger", id))),
+        "CUDA_DEVICE_SM_LIMIT=25",
+        "GPU_CORE_UTILIZATION_POLICY=force",
+        lim_kv("CUSHARE_BOARD=%s", lim_path(board)),
+        NULL};
+    const char *args[] = {"--blocks", blocks, "--sync", sync, "--path", path,
+                          "--out", lim_path(lim_kv("w%d.out", id)), NULL};
+    return lim_spawn(env, args);
+}
+
+static void case_together(void)
+{
+    enum { T = 4 };
+    struct fakecuda_state *gpu[2] = {lim_gpu("mps.state"), lim_gpu("ts.state")};
+    pid_t pid[2 * T];
+    for (int k = 0; k < T; k++) {
+        pid[k] = worker("mps.state", true, "board-mps", "200", "16", "cuLaunchKernel", k);
+        pid[T + k] = worker("ts.state", false, "board-ts", "200", "16", "cuLaunchKernel", T + k);
+    }
+    static struct lim_series s[2];
+    lim_sample_gpus(gpu, 2, 0, pid, T, 2000, 200, 60, s);
+    for (int i = 0; i < 2 * T; i++)
+        CHECK_EQ(lim_wait(pid[i]), 0);
+    double sum[2] = {0, 0}, starved[2] = {0, 0};
+    for (int g = 0; g < 2; g++) {
+        for (int k = 0; k < T; k++) {
+            double mean, sd;
+            lim_print_series(lim_kv("%s tenant %d, 200-block kernels, limit 25%%, share per 200 ms",
+                                    g ? "time-sliced" : "MPS", k),
+                             &s[g], k);
+            lim_stats(&s[g], k, 600, 2000, &mean, &sd);
+            sum[g] += mean;
+            starved[g] += lim_starved(&s[g], k, 600, 2000);
+        }
+        printf("%s: together %.1f %% of GPU time (CPU-starved %.1f pts)\n",
+               g ? "time-sliced" : "MPS", sum[g], starved[g]);
+    }
+    CHECK_LE(sum[1], 101);                       /* turns: never more than the GPU */
+    CHECK_GE(sum[0] + starved[0], 2 * sum[1]);   /* side by side: at least twice that */
+}
+
+static void case_alone(void)
+{
     const char *blocks[N] = {"200", "200", "4224", "200"};
     const char *sync[N] = {"16", "16", "2", "16"};
     const char *path[N] = {"cuLaunchKernel", "cuLaunchKernel", "cuLaunchKernel", "cuGraphLaunch"};
     struct fakecuda_state *gpu[N];
     pid_t pid[N];
     for (int i = 0; i < N; i++) {
-        char name[32];
-        snprintf(name, sizeof name, "gpu%d.state", i);
+        const char *name = lim_kv("gpu%d.state", i);
         gpu[i] = lim_gpu(name);
-        const char *env[] = {
-            lim_kv("FAKECUDA_STATE=%s", lim_path(name)),
-            "FAKECUDA_NS_PER_BLOCK=1000",
-            lim_kv("CUDA_MPS_PIPE_DIRECTORY=%s", i == 1 ? nopipe : pipe),
-            lim_kv("CUDA_DEVICE_MEMORY_SHARED_CACHE=%s", lim_path(lim_kv("l%d.ledger", i))),
-            "CUDA_DEVICE_SM_LIMIT=25",
-            "GPU_CORE_UTILIZATION_POLICY=force",
-            lim_kv("CUSHARE_BOARD=%s", lim_path("board")),
-            NULL};
-        const char *args[] = {"--blocks", blocks[i], "--sync", sync[i], "--path", path[i],
-                              "--out", lim_path(lim_kv("w%d.out", i)), NULL};
-        pid[i] = lim_spawn(env, args);
+        pid[i] = worker(name, i != 1, "board", blocks[i], sync[i], path[i], i);
     }
     static struct lim_series s[N];
-    for (int i = 0; i < N; i++)
-        lim_ready(pid[i]);
-    const int64_t t0 = cs_now_ns();
-    for (int i = 0; i < N; i++)
-        lim_note_rq(&s[i], 0, -1, pid[i]);
-    for (int w = 0; w < 10; w++) {
-        int64_t to = t0 + (int64_t)(w + 1) * 200000000ll;
-        while (cs_now_ns() < to + 60000000ll)
-            cs_sleep_ms(5);
-        for (int i = 0; i < N; i++) {
-            s[i].t[w] = to - t0;
-            s[i].share[0][w] =
-                100.0 * (double)lim_busy(gpu[i], 0, pid[i], to - 200000000ll, to) / 2e8;
-            lim_note_rq(&s[i], 0, w, pid[i]);
-            s[i].n = w + 1;
-        }
-    }
+    lim_sample_gpus(gpu, N, 0, pid, 1, 2000, 200, 60, s);
     for (int i = 0; i < N; i++)
         CHECK_EQ(lim_wait(pid[i]), 0);
-    CHECK_EQ(lim_shell("echo quit | CUDA_MPS_PIPE_DIRECTORY='%s' '%s' >/dev/null", pipe, ctl), 0);
 
     static const char *const what[N] = {
         "MPS, 200-block kernels (9.5 % of the SMs)", "time-sliced, 200-block kernels",
@@ -93,5 +134,18 @@ int main(void)
     CHECK_GE(mean[3] + starved[3], 60);
     CHECK_SHARE_STARVED(mean[1], 25, 3, 5, starved[1]);
     CHECK_SHARE_STARVED(mean[2], 25, 3, 5, starved[2]);
+}
+
+int main(int argc, char **argv)
+{
+    CHECK(argc == 2);
+    bool together = !strcmp(argv[1], "together");
+    lim_dir(together ? "mps_together" : "mps_alone");
+    daemon_start();
+    if (together)
+        case_together();
+    else
+        case_alone();
+    daemon_stop();
     return 0;
 }
