@@ -80,6 +80,16 @@ add_test(NAME limiter_bench_smoke COMMAND sh -c
 set_tests_properties(limiter_bench_smoke PROPERTIES TIMEOUT 60
   ENVIRONMENT "${CS_TEST_ENV};FAKECUDA_NS_PER_BLOCK=1")
 
+# The same with --mps (tests/limiter/bench_mps.sh says what each case
+# checks): the bench starts, or joins, the fake MPS control daemon and
+# prints each mix time-sliced, concurrent and bare MPS side by side.
+foreach(case started joined usage)
+  add_test(NAME limiter_bench_mps_${case} COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/limiter/bench_mps.sh
+    ${CS_CLI} ${CMAKE_BINARY_DIR}/tmp/limiter/bench_mps_${case} ${case})
+  set_tests_properties(limiter_bench_mps_${case} PROPERTIES TIMEOUT 60
+    ENVIRONMENT "${CS_TEST_ENV};FAKECUDA_NS_PER_BLOCK=1;CUSHARE_MPS_CONTROL=${CS_FAKE_DIR}/fake-nvidia-cuda-mps-control")
+endforeach()
+
 # The limiter tests measure shares of simulated GPU time over sub-second
 # windows: they run one at a time so a busy 2-core CI machine does not
 # starve the processes whose pacing they measure. (The smoke test above

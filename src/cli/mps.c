@@ -190,9 +190,9 @@ int cs_mps_visible_gpu(const char *cmd, struct cs_mps_gpu *out)
     if (n < 0)
         return CS_EXIT_FAIL;
     const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
-    static const char why[] = "an MPS client connects to the daemon of one GPU: pick one "
-                              "with CUDA_VISIBLE_DEVICES, e.g. CUDA_VISIBLE_DEVICES=0 "
-                              "cushare run --mps ...";
+    char why[160];  /* the example is the command that asked: run, bench limiter */
+    snprintf(why, sizeof why, "an MPS client connects to the daemon of one GPU: pick one "
+             "with CUDA_VISIBLE_DEVICES, e.g. CUDA_VISIBLE_DEVICES=0 cushare %s --mps ...", cmd);
     if (!cvd) {
         if (n == 1) {
             *out = g[0];
