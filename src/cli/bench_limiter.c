@@ -59,14 +59,14 @@
 
 
 static const char usage[] =
-    "usage: cushare bench limiter [--secs S] [--warmup W] [--limits L,L,...] [--out DIR]\n"
+    "usage: cushare bench limiter [--secs S] [--warmup W] [--limits L,L,...|none] [--out DIR]\n"
     "                             [--workload NAME=COMMAND]... [--launchbound COMMAND|none]\n"
     "                             [--launchcost COMMAND|none]\n"
     "                             [--tolerance PP] [--start-delay S] [--runs K]\n"
     "                             [--mix L+L[+L...]]... [--conserve PCT]\n"
     "                             [--mps [--mps-tolerance PP] [--mps-bare PCT] [--mps-gain X]]\n"
     "  --secs         measured seconds per run (default 5), after --warmup (default 1)\n"
-    "  --limits       SM limits to run (default 10,25,50,75,100)\n"
+    "  --limits       SM limits to run (default 10,25,50,75,100); none: only the mixes\n"
     "  --workload     a GPU-bound workload; repeatable (default: elementwise, the\n"
     "                 limiter_workload next to this binary)\n"
     "  --launchbound  the launch-bound workload (default: limiter_workload launchbound)\n"
@@ -331,6 +331,10 @@ static void verdict(int ok)
 
 static int parse_limits(const char *s)
 {
+    if (!strcmp(s, "none")) { /* mixes only */
+        B.nlimits = 0;
+        return 0;
+    }
     char buf[256];
     snprintf(buf, sizeof buf, "%s", s);
     B.nlimits = 0;

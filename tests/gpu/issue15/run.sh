@@ -143,10 +143,10 @@ bench() {
 }
 
 step_bench() {
-    bench full --limits 10,25,50,75 --mix 25+75 --tolerance 5 \
+    bench full --limits 10,25,50,75 --mix 25+75 --tolerance 5 --conserve 95 \
         --workload "matmul=python3 $GPU_ROOT/bench/limiter/matmul.py" \
         --workload "elementwise=$B/limiter_workload elementwise"
-    bench graph --limits 25 --mix 25+25+25+25 --mix 25+25+25 --mps-gain 2 --tolerance 5 \
+    bench graph --limits none --mix 25+25+25+25 --mix 25+25+25 --mps-gain 2 --tolerance 5 --conserve 90 \
         --workload "graph=python3 $G"
 }
 
