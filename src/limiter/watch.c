@@ -404,8 +404,7 @@ static void update_boost(int d, int util, uint32_t own_ppm, int64_t now)
     }
 }
 
-/* MPS clients run side by side: no turns to take, and a tenant under its
- * limit is held by its own kernels' shape, not by the others (shape.c). */
+/* MPS clients run side by side: no turns to take (shape.c). */
 static bool concurrent(int d)
 {
     return __atomic_load_n(&cs__lim_devs[d].concurrent, __ATOMIC_RELAXED) != 0;
@@ -420,9 +419,7 @@ static void update_fulfil(int d, const struct cs_board_view *v, bool saturated)
     __typeof__(W.dev[0]) *w = &W.dev[d];
     if (!w->fulfil)
         w->fulfil = 1;
-    double target = cs__config()->sm_share_time || !saturated || concurrent(d)
-                        ? 1
-                        : v->starved_fulfil_ppm / 1e6;
+    double target = cs__config()->sm_share_time || !saturated ? 1 : v->starved_fulfil_ppm / 1e6;
     target = fmax(CS_WATCH_FULFIL_FLOOR, fmin(1, target));
     double step = CS_WATCH_SMOOTH;
     uint32_t ours = cs__lim_devs[d].pct;
@@ -465,7 +462,7 @@ static bool starved(int d, uint32_t ppm, bool saturated)
     bool under = (uint64_t)ppm * 100 < (uint64_t)D->pct * 10000 * CS_WATCH_STARVED_PCT;
     bool unpaced = ring_delta(W.slept, d, CS_WATCH_WINDOW) * 100 <
                    (uint64_t)CS_WATCH_WINDOW * CS_LIM_TICK_NS * CS_WATCH_UNPACED_PCT;
-    return W.ring_n > CS_WATCH_WINDOW && under && unpaced && saturated && !concurrent(d);
+    return W.ring_n > CS_WATCH_WINDOW && under && unpaced && saturated;
 }
 
 static void apply_share(int d)
