@@ -9,7 +9,6 @@
  * node". A CUkernel and a CUfunction are the same object in this fake
  * (both launch), so a kernel's function is the kernel itself.
  */
-#include <stdlib.h>
 #include <string.h>
 
 #include "fake_internal.h"
@@ -99,16 +98,13 @@ FC_EXPORT CUresult CUDAAPI cuGraphGetEdges_v2(CUgraph hGraph, CUgraphNode *from,
     if (!numEdges || (!from) != (!to) || (edgeData && !from))
         return CUDA_ERROR_INVALID_VALUE;
     fc_lock();
-    struct fc_graph *g = (struct fc_graph *)fc_obj_get(hGraph, FC_T_GRAPH);
-    if (!g) {
+    static struct fc_obj *objs[NODES_MAX]; /* under fc_mu */
+    long got = fc_graph_nodes_locked(hGraph, objs, NODES_MAX);
+    if (got < 0) {
         fc_unlock();
         return CUDA_ERROR_INVALID_VALUE;
     }
-    static struct fc_obj *objs[NODES_MAX]; /* under fc_mu */
-    size_t n = fc_obj_collect(objs, NODES_MAX, FC_T_GNODE, NULL, g, -1), e = 0;
-    if (n > NODES_MAX)
-        n = NODES_MAX;
-    qsort(objs, n, sizeof objs[0], fc_gnode_seq_cmp);
+    size_t n = got < NODES_MAX ? (size_t)got : NODES_MAX, e = 0;
     for (size_t i = 0; i < n; i++) {
         const struct fc_gnode *x = (const struct fc_gnode *)objs[i];
         for (size_t k = 0; k < x->ndeps; k++, e++) {

@@ -279,8 +279,9 @@ struct fc_gnode {
     size_t ndeps;
     struct fc_gnode *deps[];
 };
-/* qsort order of graph nodes (struct fc_gnode *) by creation. */
-int fc_gnode_seq_cmp(const void *a, const void *b);
+/* Under fc_mu: the live nodes of graph handle h, the first `max` of them
+ * in creation order in out; how many there are, or -1 if h is no graph. */
+long fc_graph_nodes_locked(CUgraph h, struct fc_obj **out, size_t max);
 /* A new, empty graph (registered), or NULL. */
 struct fc_graph *fc_graph_new(void);
 void fc_graph_free(struct fc_graph *g);

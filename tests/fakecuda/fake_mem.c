@@ -1923,10 +1923,20 @@ FC_EXPORT CUresult CUDAAPI cuGraphDestroy(CUgraph hGraph)
     return r;
 }
 
-int fc_gnode_seq_cmp(const void *a, const void *b)
+static int fc_gnode_seq_cmp(const void *a, const void *b)
 {
     const struct fc_gnode *x = *(struct fc_gnode *const *)a, *y = *(struct fc_gnode *const *)b;
     return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+long fc_graph_nodes_locked(CUgraph h, struct fc_obj **out, size_t max)
+{
+    struct fc_graph *g = (struct fc_graph *)fc_obj_get(h, FC_T_GRAPH);
+    if (!g)
+        return -1;
+    size_t n = fc_obj_collect(out, max, FC_T_GNODE, NULL, g, -1);
+    qsort(out, n < max ? n : max, sizeof(out[0]), fc_gnode_seq_cmp);
+    return (long)n;
 }
 
 FC_EXPORT CUresult CUDAAPI cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *numNodes)
@@ -1935,16 +1945,15 @@ FC_EXPORT CUresult CUDAAPI cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, s
     if (!numNodes)
         return CUDA_ERROR_INVALID_VALUE;
     fc_lock();
-    struct fc_graph *g = (struct fc_graph *)fc_obj_get(hGraph, FC_T_GRAPH);
-    if (!g) {
+    static struct fc_obj *objs[4096]; /* under fc_mu */
+    long got = fc_graph_nodes_locked(hGraph, objs, 4096);
+    if (got < 0) {
         fc_unlock();
         return CUDA_ERROR_INVALID_VALUE;
     }
-    static struct fc_obj *objs[4096]; /* under fc_mu */
-    size_t n = fc_obj_collect(objs, 4096, FC_T_GNODE, NULL, g, -1);
+    size_t n = (size_t)got;
     if (nodes) {
         size_t k = n < 4096 ? n : 4096;
-        qsort(objs, k, sizeof(objs[0]), fc_gnode_seq_cmp);
         for (size_t i = 0; i < *numNodes; i++)
             nodes[i] = i < k ? (CUgraphNode)objs[i] : NULL;
         if (*numNodes > n)

@@ -211,6 +211,18 @@ static int role_client(int out)
         pause();
 }
 
+/* Nothing was started: the MPS directory holds no GPU's directory. */
+static void check_mps_dir_empty(void)
+{
+    DIR *d = opendir(mps_dir);
+    CHECK(d != NULL);
+    int entries = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        entries += e->d_name[0] != '.';
+    closedir(d);
+    CHECK_EQ(entries, 0);
+}
+
 /* ---- the cases ---- */
 
 static void case_start_stop(void)
@@ -416,13 +428,7 @@ static void case_missing(void)
     CHECK_CONTAINS(err, "unknown action 'restart'");
     free(err);
     /* Nothing was started by any of them. */
-    DIR *d = opendir(mps_dir);
-    CHECK(d != NULL);
-    int entries = 0;
-    for (struct dirent *e; (e = readdir(d));)
-        entries += e->d_name[0] != '.';
-    closedir(d);
-    CHECK_EQ(entries, 0);
+    check_mps_dir_empty();
 }
 
 static void case_run_env(void)
@@ -499,13 +505,7 @@ static void case_two_gpus(void)
     free(err);
     unsetenv("CUDA_VISIBLE_DEVICES");
     CHECK(access(ran, F_OK) != 0);
-    DIR *d = opendir(mps_dir);
-    CHECK(d != NULL);
-    int entries = 0;
-    for (struct dirent *e; (e = readdir(d));)
-        entries += e->d_name[0] != '.';
-    closedir(d);
-    CHECK_EQ(entries, 0);
+    check_mps_dir_empty();
 }
 
 static void case_clients(void)
