@@ -35,7 +35,7 @@ foreach(case recovery priority timeslice fulfil windows boost samples)
 endforeach()
 cs_limiter_test(limiter_tenant test_tenant.c)
 # Concurrent devices (MPS): the fake MPS control daemon serves the clients.
-foreach(case alone together)
+foreach(case alone together filling)
   cs_limiter_test(limiter_mps_${case} test_mps.c ARGS ${case})
   set_property(TEST limiter_mps_${case} APPEND PROPERTY ENVIRONMENT
     "CS_FAKE_MPS_CONTROL=${CS_FAKE_DIR}/fake-nvidia-cuda-mps-control")

@@ -118,7 +118,7 @@ struct opt {
 
 enum opt_id {
     O_MEM, O_SM, O_CACHE, O_POLICY, O_PRIORITY, O_BROKER, O_PROCFS, O_BOARD, O_REGISTRY,
-    O_HAMI_SIGNALS, O_SM_BURST, O_SM_PERIOD, O_SM_LEAD, O_SM_SHARE, O_LOG_LEVEL, O_LEDGER_TRUST, O_HAMI_LOG_LEVEL,
+    O_HAMI_SIGNALS, O_SM_BURST, O_SM_PERIOD, O_SM_LEAD, O_MPS_TURNS, O_SM_SHARE, O_LOG_LEVEL, O_LEDGER_TRUST, O_HAMI_LOG_LEVEL,
     O_DISABLE_CONTROL, O_OVERSUBSCRIBE, O_SHARE_DIR, O_COUNT
 };
 
@@ -148,6 +148,9 @@ static const struct opt options[O_COUNT] = {
                      "coordinated windows"},
     [O_SM_LEAD] = {"CUSHARE_SM_WINDOW_LEAD_PCT", OPT_INT, false,
                    "use a whole percentage of the period from 0 to 25, e.g. 0"},
+    [O_MPS_TURNS] = {"CUSHARE_MPS_TURNS", OPT_WORD, false,
+                     "use off (MPS clients never take turns) or filling (those whose kernels "
+                     "fill the GPU take turns in windows)"},
     [O_SM_SHARE] = {"CUSHARE_SM_SHARE", OPT_WORD, false,
                     "use throughput (share of the device's full-load work) or time (share of "
                     "GPU time)"},
@@ -264,6 +267,11 @@ static int parse_one(struct cs_config *c, enum opt_id id, int dev, const char *v
         if (cs__parse_int(v, 0, 25, &n))
             return bad_value(var, v, o->fix);
         c->sm_window_lead_pct = (uint32_t)n;
+        return 0;
+    case O_MPS_TURNS:
+        if (strcasecmp(v, "off") && strcasecmp(v, "filling"))
+            return bad_value(var, v, o->fix);
+        c->mps_turns_filling = !strcasecmp(v, "filling");
         return 0;
     case O_SM_SHARE:
         if (strcasecmp(v, "throughput") && strcasecmp(v, "time"))

@@ -141,6 +141,8 @@ struct cs_lim_dev {
                                     launch is charged for the part of the GPU
                                     it can hold, and there are no windows */
     int sms;                     /* its multiprocessors, 0 = unknown */
+    uint32_t occ_avg_ppm;        /* atomic; written under the device mutex:
+                                    recent launches' occupancy (average) */
     struct cs_lim_occ occ[CS_LIM_SIGS]; /* device mutex: recent signatures */
 };
 

@@ -67,6 +67,7 @@
 #define CS_WATCH_FULFIL_FLOOR 0.2        /* never scaled below 20 % of the limit */
 #define CS_WATCH_BOOST_MAX 2.0           /* largest clock-boost correction */
 #define CS_WATCH_IDLE_AWAKE 0.175        /* idle draw at the boost clock, of the cap */
+#define CS_WATCH_FILLING_PPM 500000u     /* MPS: kernels holding half the SMs or more */
 #define CS_WATCH_SMOOTH 0.25             /* per-tick step towards a new scale */
 #define CS_WATCH_CAP_REREAD_NS 10000000000ll /* power cap re-read every 10 s */
 
@@ -404,10 +405,18 @@ static void update_boost(int d, int util, uint32_t own_ppm, int64_t now)
     }
 }
 
-/* MPS clients run side by side: no turns to take (shape.c). */
-static bool concurrent(int d)
+/* MPS clients run side by side: no turns to take (shape.c). Except, with
+ * CUSHARE_MPS_TURNS=filling, those whose kernels fill the GPU: side by
+ * side they only slow each other down and make each other's measurements
+ * long (an element-wise 25 + 75 pair got A:B 0.296 on the H200), so they
+ * take turns as time-sliced tenants do. */
+static bool runs_beside_others(int d)
 {
-    return __atomic_load_n(&cs__lim_devs[d].concurrent, __ATOMIC_RELAXED) != 0;
+    const struct cs_lim_dev *D = &cs__lim_devs[d];
+    if (!__atomic_load_n(&D->concurrent, __ATOMIC_RELAXED))
+        return false;
+    return !cs__config()->mps_turns_filling ||
+           __atomic_load_n(&D->occ_avg_ppm, __ATOMIC_RELAXED) < CS_WATCH_FILLING_PPM;
 }
 
 /* Fulfilment: scale our share to the fulfilment of a starved tenant of
@@ -497,7 +506,7 @@ static uint64_t window_for(int d, const struct cs_board_view *v, bool engaged)
 {
     uint32_t period_us = cs__config()->sm_period_us, pct = cs__lim_devs[d].pct;
     if (!period_us || !engaged || !v->nmembers || v->nmembers > CS_BOARD_WINDOW_MEMBERS ||
-        concurrent(d))
+        runs_beside_others(d))
         return 0;
     uint32_t uid = (uint32_t)geteuid(), sum = pct, before = 0;
     for (int i = 0; i < v->nmembers; i++) {
@@ -579,7 +588,8 @@ static void tick(int64_t now)
                                       .policy = policy, .sm_limit = D->pct,
                                       .share_ppm = ppm, .busy = ppm >= CS_BOARD_BUSY_PPM,
                                       .starved = starved(d, ppm, saturated),
-                                      .paced = __atomic_load_n(&D->engaged,
+                                      .paced = !runs_beside_others(d) &&
+                                               __atomic_load_n(&D->engaged,
                                                                __ATOMIC_RELAXED) != 0};
             memcpy(p.uuid, cs__device_info(d)->uuid.bytes, 16);
             cs__board_post(W.board, &p, now);

@@ -115,7 +115,8 @@ static void write_stats(const char *out, uint64_t launches, int64_t elapsed)
             (unsigned long long)s.engaged_mask);
     for (int i = 0; i < CS_LIM_NPATHS; i++)
         fprintf(f, "path_%s %llu\n", paths[i].name, (unsigned long long)s.launches_by_path[i]);
-    fprintf(f, "captured %llu\n", (unsigned long long)s.captured);
+    fprintf(f, "captured %llu\nwindow_waits %llu\n", (unsigned long long)s.captured,
+            (unsigned long long)s.window_waits);
     fprintf(f, "usr1_before %d\nusr1_after %d\n", (int)usr1_before, (int)usr1_after);
     fclose(f);
 }

@@ -22,7 +22,11 @@
  * the clients; a time-sliced worker gets an empty pipe directory, so it is
  * an ordinary process, as with the real driver when no daemon runs.
  *
- *   limiter_mps_alone / limiter_mps_together: argument "alone" or "together"
+ * Case "filling": two MPS clients of GPU-filling kernels at 25 + 75 take
+ * turns in windows only with CUSHARE_MPS_TURNS=filling (an opt-in until
+ * measured on the H200; docs/limiter.md).
+ *
+ *   limiter_mps_{alone,together,filling}: the case is the argument
  */
 #include "limiter/lim_test.h"
 
@@ -99,6 +103,57 @@ static void case_together(void)
     CHECK_GE(sum[0] + starved[0], 2 * sum[1]);   /* side by side: at least twice that */
 }
 
+/* Case "filling": two MPS clients of GPU-filling kernels (4224 blocks) at
+ * 25 + 75, on two simulated GPUs at once: with CUSHARE_MPS_TURNS=filling
+ * they take turns in windows (launches held for their window), with the
+ * default (off) never. */
+static void case_filling(void)
+{
+    struct fakecuda_state *gpu[2] = {lim_gpu("turns.state"), lim_gpu("off.state")};
+    static const char *const state[2] = {"turns.state", "off.state"};
+    static const char *const lim[2] = {"25", "75"};
+    pid_t pid[4];
+    for (int g = 0; g < 2; g++)
+        for (int k = 0; k < 2; k++) {
+            const char *env[] = {
+                lim_kv("FAKECUDA_STATE=%s", lim_path(state[g])),
+                "FAKECUDA_NS_PER_BLOCK=100",
+                lim_kv("CUDA_MPS_PIPE_DIRECTORY=%s", pipe_dir),
+                lim_kv("CUDA_DEVICE_MEMORY_SHARED_CACHE=%s", lim_path(lim_kv("l%d%d.ledger", g, k))),
+                lim_kv("CUDA_DEVICE_SM_LIMIT=%s", lim[k]),
+                "GPU_CORE_UTILIZATION_POLICY=force",
+                lim_kv("CUSHARE_BOARD=%s", lim_path(lim_kv("board%d", g))),
+                g ? "CUSHARE_MPS_TURNS=off" : "CUSHARE_MPS_TURNS=filling",
+                NULL};
+            const char *args[] = {"--blocks", "4224", "--sync", "4", "--out",
+                                  lim_path(lim_kv("w%d%d.out", g, k)), NULL};
+            pid[g * 2 + k] = lim_spawn(env, args);
+        }
+    static struct lim_series s[2];
+    lim_sample_gpus(gpu, 2, 0, pid, 2, 3000, 200, 60, s);
+    for (int i = 0; i < 4; i++)
+        CHECK_EQ(lim_wait(pid[i]), 0);
+    double mean[2][2], sd;
+    long long waits[2][2];
+    for (int g = 0; g < 2; g++) {
+        for (int k = 0; k < 2; k++) {
+            lim_print_series(lim_kv("CUSHARE_MPS_TURNS=%s, 4224-block kernels, limit %s%%",
+                                    g ? "off" : "filling", lim[k]),
+                             &s[g], k);
+            lim_stats(&s[g], k, 1000, 3000, &mean[g][k], &sd);
+            waits[g][k] = lim_stat(lim_path(lim_kv("w%d%d.out", g, k)), "window_waits");
+        }
+        printf("CUSHARE_MPS_TURNS=%s: %.1f%% + %.1f%% (A:B %.3f), launches held for a window "
+               "%lld + %lld\n", g ? "off" : "filling", mean[g][0], mean[g][1],
+               mean[g][0] / mean[g][1], waits[g][0], waits[g][1]);
+    }
+    CHECK_GT(waits[0][0], 0);   /* turns: both wait for their windows */
+    CHECK_GT(waits[0][1], 0);
+    CHECK_EQ(waits[1][0], 0);   /* default: side by side, no windows */
+    CHECK_EQ(waits[1][1], 0);
+    CHECK_LE(fabs(mean[0][0] / mean[0][1] / (25.0 / 75.0) - 1), 0.05);
+}
+
 static void case_alone(void)
 {
     const char *blocks[N] = {"200", "200", "4224", "200"};
@@ -139,11 +194,12 @@ static void case_alone(void)
 int main(int argc, char **argv)
 {
     CHECK(argc == 2);
-    bool together = !strcmp(argv[1], "together");
-    lim_dir(together ? "mps_together" : "mps_alone");
+    lim_dir(lim_kv("mps_%s", argv[1]));
     daemon_start();
-    if (together)
+    if (!strcmp(argv[1], "together"))
         case_together();
+    else if (!strcmp(argv[1], "filling"))
+        case_filling();
     else
         case_alone();
     daemon_stop();
