@@ -113,16 +113,26 @@ static unsigned limit_mw(void)
     return mw;
 }
 
-/* One timed kernel: events around a launch, synchronised; ms. */
-static float timed_kernel(CUstream s, CUevent e0, CUevent e1)
+/* One timed kernel: events around a launch, synchronised; ms. On an idle
+ * device the span also holds the host's own time from the first record to
+ * the kernel's enqueue (*host_ms, when asked: an upper bound of it). */
+static float timed_kernel_host(CUstream s, CUevent e0, CUevent e1, double *host_ms)
 {
     float ms = -1;
+    uint64_t h0 = now_ns();
     CHECK_EQ(cuEventRecord(e0, s), CUDA_SUCCESS);
     launch(s);
+    if (host_ms)
+        *host_ms = (double)(now_ns() - h0) / 1e6;
     CHECK_EQ(cuEventRecord(e1, s), CUDA_SUCCESS);
     CHECK_EQ(cuEventSynchronize(e1), CUDA_SUCCESS);
     CHECK_EQ(cuEventElapsedTime(&ms, e0, e1), CUDA_SUCCESS);
     return ms;
+}
+
+static float timed_kernel(CUstream s, CUevent e0, CUevent e1)
+{
+    return timed_kernel_host(s, e0, e1, NULL);
 }
 
 static int run_on(void)
@@ -143,17 +153,19 @@ static int run_on(void)
     /* (b) 25 % duty: one 1 ms kernel every 4 ms (absolute deadlines, so
      * oversleeping does not lower the duty), for 1.05 s. */
     uint64_t t0 = now_ns();
-    double sum = 0, lo = 1e9, hi = 0;
+    double sum = 0, lo = 1e9, hi = 0, host = 0;
     int n = 0;
     for (uint64_t k = 0; k * 4 * MS < 1050 * MS; k++) {
         sleep_until(t0 + k * 4 * MS);
-        float ms = timed_kernel(s, b0, e0);
+        double h;
+        float ms = timed_kernel_host(s, b0, e0, &h);
         sum += ms;
+        host += h;
         n++;
         lo = ms < lo ? ms : lo;
         hi = ms > hi ? ms : hi;
     }
-    double dur_b = sum / n, pow_b = power_w();
+    double dur_b = sum / n, host_b = host / n, pow_b = power_w();
     unsigned sm_b = clock_mhz(NVML_CLOCK_SM);
     nvmlUtilization_t u;
     CHECK_EQ(nvmlDeviceGetUtilizationRates(g_dev, &u), NVML_SUCCESS);
@@ -161,7 +173,13 @@ static int run_on(void)
            n, dur_b, lo, hi, pow_b, sm_b, u.gpu);
     /* Means: a descheduled host thread inflates one event pair (b) or
      * leaves the device idle for a moment (a); the model itself is exact. */
-    check_near("(b) mean kernel duration / ms", dur_b, 1.0, 0.05);
+    /* The span holds the host's launch time too (an idle device starts the
+     * kernel when it is enqueued, after the first record): ~5 us here,
+     * ~45 us under ASan. The kernel itself lies between the two. */
+    printf("(b) host time from the first record to the enqueue: %.4f ms (mean)\n", host_b);
+    CHECK(dur_b >= 1.0 * 0.95);
+    check_near("(b) mean kernel duration without the host's part / ms",
+               dur_b - host_b > 1.0 ? dur_b - host_b : fmin(dur_b, 1.0), 1.0, 0.05);
     check_near("(b) power / W", pow_b, 100 + 0.25 * 1300, 0.10);
     CHECK_EQ(sm_b, 1980);
 
