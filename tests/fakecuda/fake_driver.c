@@ -143,6 +143,7 @@ CUresult fc_enter(enum fakecuda_call c, int need_init)
             return CUDA_ERROR_DEINITIALIZED;
         if (!__atomic_load_n(&fc_inited, __ATOMIC_ACQUIRE))
             return CUDA_ERROR_NOT_INITIALIZED;
+        return fc_sticky_error();
     }
     return CUDA_SUCCESS;
 }

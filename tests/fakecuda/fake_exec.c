@@ -100,6 +100,7 @@ struct fc_module {
 
 struct fc_func {
     struct fc_obj o; /* owner: module or library */
+    int faults;      /* named FAKECUDA_FAULT_KERNEL: faults when it runs */
 };
 
 static CUresult module_new(CUmodule *out)
@@ -158,6 +159,7 @@ static CUresult func_new(void *owner, int owner_type, int type, const char *name
     struct fc_func *f = o ? calloc(1, sizeof(*f)) : NULL;
     CUresult r = !o ? CUDA_ERROR_INVALID_HANDLE : !f ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
     if (r == CUDA_SUCCESS) {
+        f->faults = !strcmp(name, FAKECUDA_FAULT_KERNEL);
         fc_obj_add(&f->o, type, o->phys, o->ctx, o);
         *out = f;
     }
@@ -272,6 +274,9 @@ static CUresult launch_on(CUfunction f, unsigned gx, unsigned gy, unsigned gz, u
         else
             r = CUDA_ERROR_OUT_OF_MEMORY;
     } else if (r == CUDA_SUCCESS) {
+        /* The launch itself succeeds; the fault shows at the next call. */
+        if (((struct fc_func *)f)->faults)
+            fc_fault(s.ctx->o.phys);
         fc_enqueue(&s, fc_dvfs_dur(s.ctx->o.phys, blocks * fc_cfg.ns_per_block), occ, 1);
     }
     fc_unlock();

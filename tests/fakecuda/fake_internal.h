@@ -85,6 +85,15 @@ void fc_proc_drop_self(void);
  * into the process's entry when it claims it). */
 extern uint32_t fc_mps_mask;    /* bit d: an MPS client on physical device d */
 extern uint32_t fc_mps_cap_ppm; /* active thread percentage, ppm of the SMs */
+/* A kernel of this name faults when it runs: the launching process's
+ * calls fail with CUDA_ERROR_ILLEGAL_ADDRESS from then on (a sticky
+ * error), and so do those of every MPS client of the device (measured on
+ * the H200: an illegal address in one client ends the others' work). */
+#define FAKECUDA_FAULT_KERNEL "fakecuda_illegal_address"
+/* The launch of a faulting kernel on physical device `phys` (fake_mps.c). */
+void fc_fault(int phys);
+/* This process's sticky error, or CUDA_SUCCESS (fake_mps.c; fc_enter). */
+CUresult fc_sticky_error(void);
 #define FC_PPM 1000000u
 /* Reclaims entries of dead processes. */
 void fc_reap_dead(void);

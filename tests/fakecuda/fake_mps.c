@@ -57,6 +57,10 @@
 /* The connection to the daemon, open for the life of the process (under
  * fc_mu; a fork child closes its copy in fc_mps_forget). */
 static int g_mps_fd = -1;
+/* This process's sticky error (a CUresult, 0 none) and, per device, the
+ * MPS faults counted there when it became a client: relaxed atomics. */
+static int g_sticky;
+static uint32_t g_faults_seen[FAKECUDA_MAX_DEVICES];
 
 /* ---- the client handshake ------------------------------------------------ */
 
@@ -157,8 +161,34 @@ CUresult fc_mps_connect(void)
     for (int i = 0; i < fc_nvis; i++)
         mask |= 1u << fc_vis[i];
     g_mps_fd = fd;
+    for (int i = 0; i < fc_nvis; i++)
+        g_faults_seen[fc_vis[i]] = __atomic_load_n(&fc_S->dev[fc_vis[i]].mps_faults, __ATOMIC_ACQUIRE);
     __atomic_store_n(&fc_mps_cap_ppm, own < pct ? own : pct, __ATOMIC_RELAXED);
     __atomic_store_n(&fc_mps_mask, mask, __ATOMIC_RELAXED);
+    return CUDA_SUCCESS;
+}
+
+/* ---- faults ------------------------------------------------------------- */
+
+void fc_fault(int phys)
+{
+    __atomic_store_n(&g_sticky, (int)CUDA_ERROR_ILLEGAL_ADDRESS, __ATOMIC_RELAXED);
+    if (fc_mps_client(phys))
+        __atomic_add_fetch(&fc_S->dev[phys].mps_faults, 1, __ATOMIC_RELEASE);
+}
+
+CUresult fc_sticky_error(void)
+{
+    int e = __atomic_load_n(&g_sticky, __ATOMIC_RELAXED);
+    if (e)
+        return (CUresult)e;
+    uint32_t mask = __atomic_load_n(&fc_mps_mask, __ATOMIC_RELAXED);
+    for (int d = 0; mask && d < FAKECUDA_MAX_DEVICES; d++, mask >>= 1)
+        if ((mask & 1u) &&
+            __atomic_load_n(&fc_S->dev[d].mps_faults, __ATOMIC_ACQUIRE) != g_faults_seen[d]) {
+            __atomic_store_n(&g_sticky, (int)CUDA_ERROR_ILLEGAL_ADDRESS, __ATOMIC_RELAXED);
+            return CUDA_ERROR_ILLEGAL_ADDRESS;
+        }
     return CUDA_SUCCESS;
 }
 
@@ -169,6 +199,7 @@ void fc_mps_forget(void)
     g_mps_fd = -1;
     __atomic_store_n(&fc_mps_mask, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&fc_mps_cap_ppm, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&g_sticky, 0, __ATOMIC_RELAXED);
 }
 
 int fc_mps_client(int phys)

@@ -37,7 +37,7 @@
 #include <unistd.h>
 
 #define FAKECUDA_STATE_MAGIC 0x3154534144554346ULL /* "FCUDAST1" */
-#define FAKECUDA_STATE_VERSION 3u
+#define FAKECUDA_STATE_VERSION 4u
 #define FAKECUDA_MAX_DEVICES 16
 #define FAKECUDA_MAX_PROCS 128
 #define FAKECUDA_MAX_HOOKS 256
@@ -127,7 +127,9 @@ struct fakecuda_device {
     uint64_t mps_from_ns;   /* the MPS server's current turn on the device
                              * began here (valid while last_owner is MPS) */
     uint32_t nseg;          /* breakpoints in seg[] */
-    uint32_t pad2;
+    uint32_t mps_faults;    /* atomic: fatal faults of MPS clients on the
+                             * device, cumulative (every client of the
+                             * server gets the error) */
     /* Capacity held by MPS work of the current turn, sorted by t; the last
      * breakpoint's used_ppm is 0 (nothing is held for ever). */
     struct fakecuda_capseg seg[FAKECUDA_CAPSEGS];

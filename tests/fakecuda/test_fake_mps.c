@@ -27,6 +27,10 @@
  *               stream's work, NVML's busy time is the union, a profile
  *               with more breakpoints than the state holds is coarsened
  *               without moving placed work.
+ *   faults      a kernel named fakecuda_illegal_address: its client's and
+ *               every other client's next calls fail with
+ *               CUDA_ERROR_ILLEGAL_ADDRESS, an ordinary process's do not,
+ *               a client that connects afterwards is served.
  *
  * Verdicts read simulated time (the intervals the fake placed on the
  * device timeline in the state file), never the wall clock: each timeline
@@ -295,6 +299,76 @@ static pid_t fork_child(void)
     pid_t pid = cs_fork_tied();
     CHECK(pid >= 0);
     return pid;
+}
+
+/* A process of the fault scenario: a client or not; says "ready" on
+ * `ready` once its context is up, then waits for a byte on `go` and checks
+ * that its next calls fail with the sticky error (`hit`) or still work. */
+static void child_bystander(const char *dir, int ready, int go, int hit)
+{
+    pipe_dir(dir);
+    CHECK_EQ(cuInit(0), CUDA_SUCCESS);
+    ctx_up(0);
+    CHECK_EQ(write(ready, "r", 1), 1);
+    char c;
+    CHECK_EQ(read(go, &c, 1), 1);
+    CUresult want = hit ? CUDA_ERROR_ILLEGAL_ADDRESS : CUDA_SUCCESS;
+    CHECK_EQ(cuCtxSynchronize(), want);
+    CUdeviceptr p = 0;
+    CHECK_EQ(cuMemAlloc_v2(&p, 1 << 20), want);
+    exit(0);
+}
+
+/* The client that launches a kernel that faults: the launch succeeds, its
+ * next call fails, and so does every later one. */
+static void child_faulting(void)
+{
+    pipe_dir(g_pipe);
+    CHECK_EQ(cuInit(0), CUDA_SUCCESS);
+    ctx_up(0);
+    CUmodule mod;
+    CUfunction f;
+    CHECK_EQ(cuModuleLoadData(&mod, "fake cubin"), CUDA_SUCCESS);
+    CHECK_EQ(cuModuleGetFunction(&f, mod, "fakecuda_illegal_address"), CUDA_SUCCESS);
+    CHECK_EQ(cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL), CUDA_SUCCESS);
+    CHECK_EQ(cuCtxSynchronize(), CUDA_ERROR_ILLEGAL_ADDRESS);
+    CHECK_EQ(cuCtxSynchronize(), CUDA_ERROR_ILLEGAL_ADDRESS);
+    exit(0);
+}
+
+/* A fatal fault of one MPS client reaches every client of the server (as
+ * measured on the H200), not an ordinary process; a client that connects
+ * afterwards is served. */
+static void fault_spreads(void)
+{
+    int ready[2], go[2];
+    CHECK(pipe(ready) == 0 && pipe(go) == 0);
+    pid_t client = fork_child();
+    if (client == 0)
+        child_bystander(g_pipe, ready[1], go[0], 1);
+    pid_t ordinary = fork_child();
+    if (ordinary == 0)
+        child_bystander(g_none, ready[1], go[0], 0);
+    char c[2];
+    cs_read_full(ready[0], c, 2, CHILD_MS);
+    pid_t faulting = fork_child();
+    if (faulting == 0)
+        child_faulting();
+    cs_wait_ok(faulting, CHILD_MS);
+    CHECK_EQ(write(go[1], "gg", 2), 2);
+    cs_wait_ok(client, CHILD_MS);
+    cs_wait_ok(ordinary, CHILD_MS);
+    pid_t later = fork_child();
+    if (later == 0)
+        child_bystander(g_pipe, ready[1], go[0], 0);
+    cs_read_full(ready[0], c, 1, CHILD_MS);
+    CHECK_EQ(write(go[1], "g", 1), 1);
+    cs_wait_ok(later, CHILD_MS);
+    CHECK_EQ_U(__atomic_load_n(&g_st->dev[0].mps_faults, __ATOMIC_ACQUIRE), 1);
+    for (int i = 0; i < 2; i++) {
+        close(ready[i]);
+        close(go[i]);
+    }
 }
 
 /* ---- scenarios ------------------------------------------------------------ */
@@ -943,6 +1017,7 @@ int main(void)
     events(7);
     profile_full(8);
     reap_kids();
+    fault_spreads();
 
     daemon_stop();
     fakecuda_state_close(st);

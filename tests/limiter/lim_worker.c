@@ -14,6 +14,8 @@
  * KERNEL, GRAPHRUN and MEMSET row of hooks.def, e.g. cuLaunchKernel_ptsz,
  * cuGraphLaunch, cuLaunchGrid, cuMemsetD32Async).
  * --stream launches to a created stream instead of the default stream.
+ * --graph-kernels N: the graph paths replay a capture of N --blocks kernels
+ * one after another (default: an empty graph, FAKECUDA_GRAPH_US long).
  * --count launches exactly N kernels instead of running for --secs.
  * --mode capture captures graphs under the limiter in every capture mode
  * (capture_check below), then replays the last one for --secs.
@@ -475,6 +477,20 @@ static int capture_check(CUfunction fn, unsigned blocks, double secs, unsigned s
     return 0;
 }
 
+/* A graph of n launches of `blocks`-block kernels one after another,
+ * captured from a stream of its own (--graph-kernels). */
+static CUgraph captured_chain(CUfunction fn, unsigned blocks, unsigned n)
+{
+    CUstream s;
+    CUgraph g;
+    CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    for (unsigned i = 0; i < n; i++)
+        CK(cuLaunchKernel(fn, blocks, 1, 1, 128, 1, 1, 0, s, NULL, NULL));
+    CK(cuStreamEndCapture(s, &g));
+    return g;
+}
+
 /* ---- churn (scripts/soak.sh) ---------------------------------------------- */
 
 struct churn_opts {
@@ -648,7 +664,7 @@ static int churn_loop(CUdevice dev, const struct churn_opts *o)
 int main(int argc, char **argv)
 {
     double secs = 2;
-    unsigned blocks = 1000, sync_every = 4, gap_us = 0, device = 0;
+    unsigned blocks = 1000, sync_every = 4, gap_us = 0, device = 0, graph_kernels = 0;
     const char *path = "cuLaunchKernel", *out = NULL, *mode = "launch", *ready = NULL;
     int use_stream = 0;
     long long count = 0;
@@ -659,6 +675,8 @@ int main(int argc, char **argv)
             secs = atof(v), i++;
         else if (!strcmp(a, "--blocks"))
             blocks = (unsigned)atoi(v), i++;
+        else if (!strcmp(a, "--graph-kernels"))
+            graph_kernels = (unsigned)atoi(v), i++;
         else if (!strcmp(a, "--path"))
             path = v, i++;
         else if (!strcmp(a, "--sync"))
@@ -739,7 +757,10 @@ int main(int argc, char **argv)
     CUgraph graph;
     CUgraphExec exec = NULL;
     if (p == CS_LIM_PATH_cuGraphLaunch || p == CS_LIM_PATH_cuGraphLaunch_ptsz) {
-        CK(cuGraphCreate(&graph, 0));
+        if (graph_kernels)
+            graph = captured_chain(fn, blocks, graph_kernels);
+        else
+            CK(cuGraphCreate(&graph, 0));
         CK(cuGraphInstantiateWithFlags(&exec, graph, 0));
     }
 

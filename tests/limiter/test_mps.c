@@ -9,8 +9,9 @@
  *      9.5 % of their time, so never held back: far over 25 % of GPU time;
  *   1  the same kernels without MPS (time-sliced): held to 25 %;
  *   2  MPS client, GPU-filling kernels (4224 blocks): held to 25 %;
- *   3  MPS client, the small kernels captured into a graph and replayed:
- *      the exec's occupancy is read at instantiation, as 0.
+ *   3  MPS client, four of the small kernels captured into a graph and
+ *      replayed: the exec's occupancy is read at instantiation (the
+ *      largest of a chain), so it is charged as the kernels are.
  *
  * Case "together": four such small-kernel tenants at --sm 25 on one GPU,
  * as MPS clients and (on a second simulated GPU, at the same time) time-
@@ -67,8 +68,8 @@ static pid_t worker(const char *state, bool mps, const char *board, const char *
         "GPU_CORE_UTILIZATION_POLICY=force",
         lim_kv("CUSHARE_BOARD=%s", lim_path(board)),
         NULL};
-    const char *args[] = {"--blocks", blocks, "--sync", sync, "--path", path,
-                          "--out", lim_path(lim_kv("w%d.out", id)), NULL};
+    const char *args[] = {"--blocks", blocks, "--sync", sync, "--path", path, "--graph-kernels",
+                          "4", "--out", lim_path(lim_kv("w%d.out", id)), NULL};
     return lim_spawn(env, args);
 }
 
@@ -173,7 +174,7 @@ static void case_alone(void)
 
     static const char *const what[N] = {
         "MPS, 200-block kernels (9.5 % of the SMs)", "time-sliced, 200-block kernels",
-        "MPS, 4224-block kernels (the whole GPU)", "MPS, graphs of 200-block kernels"};
+        "MPS, 4224-block kernels (the whole GPU)", "MPS, graphs of 4 200-block kernels"};
     double mean[N], sd[N], starved[N];
     for (int i = 0; i < N; i++) {
         lim_print_series(lim_kv("%s, limit 25%%, share of GPU time per 200 ms", what[i]), &s[i],
