@@ -136,11 +136,12 @@ struct cs_lim_dev {
     struct cs_lim_sig sigs[CS_LIM_SIGS];
     int shape_known;             /* atomic: the two below are set (shape.c,
                                     once, at the device's first context) */
-    int concurrent;              /* its contexts are MPS clients: kernels of
+    int concurrent;              /* atomic: its contexts are MPS clients: kernels of
                                     other processes run beside ours, so a
                                     launch is charged for the part of the GPU
-                                    it can hold, and there are no windows */
-    int sms;                     /* its multiprocessors, 0 = unknown */
+                                    it can hold, and windows are only for
+                                    GPU-filling ones (CUSHARE_MPS_TURNS) */
+    int sms;                     /* atomic: its multiprocessors, 0 = unknown */
     uint32_t occ_avg_ppm;        /* atomic; written under the device mutex:
                                     recent launches' occupancy (average) */
     struct cs_lim_occ occ[CS_LIM_SIGS]; /* device mutex: recent signatures */

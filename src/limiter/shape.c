@@ -63,12 +63,12 @@ void cs__shape_device_seen(int d)
                                     (CUdevice)d) != CUDA_SUCCESS)
         sms = 0;
     /* Two threads may both ask: they write the same answers. */
-    D->sms = sms > 0 ? sms : 0;
+    __atomic_store_n(&D->sms, sms > 0 ? sms : 0, __ATOMIC_RELAXED);
     __atomic_store_n(&D->concurrent, mps == 1, __ATOMIC_RELAXED);
     __atomic_store_n(&D->shape_known, 1, __ATOMIC_RELEASE);
     if (mps == 1)
         cs_info(SUBSYS, "device %d: contexts are MPS clients (%d SMs): launches are charged "
-                "for the part of the GPU they can hold, no windows", d, D->sms);
+                "for the part of the GPU they can hold, no windows", d, sms);
 }
 
 /* ---- kernels ------------------------------------------------------------- */
@@ -254,7 +254,7 @@ static CUresult instantiated(CUresult r, CUgraphExec *exec, CUgraph g)
     }
     struct cs_capture_guard cg;
     cs__capture_unsafe_begin(&cg);
-    uint32_t ppm = graph_ppm(cs__lim_devs[d].sms, g, 0);
+    uint32_t ppm = graph_ppm(__atomic_load_n(&cs__lim_devs[d].sms, __ATOMIC_RELAXED), g, 0);
     cs__capture_unsafe_end(&cg);
     exec_remember(*exec, ppm);
     cs_debug(SUBSYS, "graph exec %p: holds %.1f %% of the GPU", (void *)*exec, ppm / 1e4);
@@ -296,7 +296,8 @@ static uint32_t launch_ppm(const struct cs_lim_dev *D, const struct cs_lim_launc
     if (l->exec)
         return exec_ppm(l->exec);
     if (l->f)
-        return kernel_ppm(D->sms, (CUfunction)l->f, l->blocks, l->threads, l->shmem);
+        return kernel_ppm(__atomic_load_n(&D->sms, __ATOMIC_RELAXED), (CUfunction)l->f, l->blocks,
+                          l->threads, l->shmem);
     return CS_LIM_OCC_FULL;
 }
 
