@@ -162,7 +162,9 @@ CUresult fc_mps_connect(void)
         mask |= 1u << fc_vis[i];
     g_mps_fd = fd;
     for (int i = 0; i < fc_nvis; i++)
-        g_faults_seen[fc_vis[i]] = __atomic_load_n(&fc_S->dev[fc_vis[i]].mps_faults, __ATOMIC_ACQUIRE);
+        __atomic_store_n(&g_faults_seen[fc_vis[i]],
+                         __atomic_load_n(&fc_S->dev[fc_vis[i]].mps_faults, __ATOMIC_ACQUIRE),
+                         __ATOMIC_RELAXED);
     __atomic_store_n(&fc_mps_cap_ppm, own < pct ? own : pct, __ATOMIC_RELAXED);
     __atomic_store_n(&fc_mps_mask, mask, __ATOMIC_RELAXED);
     return CUDA_SUCCESS;
@@ -185,7 +187,8 @@ CUresult fc_sticky_error(void)
     uint32_t mask = __atomic_load_n(&fc_mps_mask, __ATOMIC_RELAXED);
     for (int d = 0; mask && d < FAKECUDA_MAX_DEVICES; d++, mask >>= 1)
         if ((mask & 1u) &&
-            __atomic_load_n(&fc_S->dev[d].mps_faults, __ATOMIC_ACQUIRE) != g_faults_seen[d]) {
+            __atomic_load_n(&fc_S->dev[d].mps_faults, __ATOMIC_ACQUIRE) !=
+                __atomic_load_n(&g_faults_seen[d], __ATOMIC_RELAXED)) {
             __atomic_store_n(&g_sticky, (int)CUDA_ERROR_ILLEGAL_ADDRESS, __ATOMIC_RELAXED);
             return CUDA_ERROR_ILLEGAL_ADDRESS;
         }
