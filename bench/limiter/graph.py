@@ -12,20 +12,19 @@ cuGraphLaunch, so the limiter paces and measures it as one unit.
 Prints one line: RESULT workload=graph rate=REPLAYS_PER_S kernels=N secs=T
 """
 import argparse
-import time
 
 import torch
+
+from timing import add_timing_args, measure, wait_for_start
 
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--secs", type=float, default=5)
-    p.add_argument("--warmup", type=float, default=1)
+    add_timing_args(p)
     p.add_argument("--layers", type=int, default=4)
     p.add_argument("--width", type=int, default=2048)
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--per-sync", type=int, default=200)
-    p.add_argument("--start-mono", type=int, default=0)
     a = p.parse_args()
 
     torch.manual_seed(0)
@@ -44,27 +43,11 @@ def main():
     g.replay()
     torch.cuda.synchronize()
     del y
-    if a.start_mono:
-        delay = a.start_mono / 1e9 - time.clock_gettime(time.CLOCK_MONOTONIC)
-        if delay > 0:
-            time.sleep(delay)
+    wait_for_start(a.start_mono)
 
-    t0 = time.monotonic()
-    measuring, t_meas, counted = False, 0.0, 0
-    while True:
-        for _ in range(a.per_sync):
-            g.replay()
-        torch.cuda.synchronize()
-        t = time.monotonic()
-        if not measuring and t - t0 >= a.warmup:
-            measuring, t_meas = True, t
-            continue
-        if measuring:
-            counted += a.per_sync
-            if t - t_meas >= a.secs:
-                print(f"RESULT workload=graph rate={counted / (t - t_meas):.1f} "
-                      f"kernels={counted} secs={t - t_meas:.3f}", flush=True)
-                return
+    counted, secs = measure(g.replay, a.per_sync, torch.cuda.synchronize, a.warmup, a.secs)
+    print(f"RESULT workload=graph rate={counted / secs:.1f} kernels={counted} secs={secs:.3f}",
+          flush=True)
 
 
 if __name__ == "__main__":

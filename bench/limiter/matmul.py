@@ -12,18 +12,17 @@ Prints one line: RESULT workload=matmul rate=PRODUCTS_PER_S kernels=N secs=T
 (and tflops=...).
 """
 import argparse
-import time
 
 import torch
+
+from timing import add_timing_args, measure, wait_for_start
 
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--secs", type=float, default=5)
-    p.add_argument("--warmup", type=float, default=1)
+    add_timing_args(p)
     p.add_argument("--n", type=int, default=4096)
     p.add_argument("--batch", type=int, default=20)
-    p.add_argument("--start-mono", type=int, default=0)
     a = p.parse_args()
 
     torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = True
@@ -32,29 +31,14 @@ def main():
     out = torch.empty(a.n, a.n, device="cuda", dtype=torch.bfloat16)
     torch.matmul(x, y, out=out)
     torch.cuda.synchronize()
-    if a.start_mono:
-        delay = a.start_mono / 1e9 - time.clock_gettime(time.CLOCK_MONOTONIC)
-        if delay > 0:
-            time.sleep(delay)
+    wait_for_start(a.start_mono)
 
-    t0 = time.monotonic()
-    measuring, t_meas, counted = False, 0.0, 0
-    while True:
-        for _ in range(a.batch):
-            torch.matmul(x, y, out=out)
-        torch.cuda.synchronize()
-        t = time.monotonic()
-        if not measuring and t - t0 >= a.warmup:
-            measuring, t_meas = True, t
-            continue
-        if measuring:
-            counted += a.batch
-            if t - t_meas >= a.secs:
-                rate = counted / (t - t_meas)
-                tflops = rate * 2 * a.n ** 3 / 1e12
-                print(f"RESULT workload=matmul rate={rate:.1f} kernels={counted} "
-                      f"secs={t - t_meas:.3f} tflops={tflops:.1f}", flush=True)
-                return
+    counted, secs = measure(lambda: torch.matmul(x, y, out=out), a.batch,
+                            torch.cuda.synchronize, a.warmup, a.secs)
+    rate = counted / secs
+    tflops = rate * 2 * a.n ** 3 / 1e12
+    print(f"RESULT workload=matmul rate={rate:.1f} kernels={counted} "
+          f"secs={secs:.3f} tflops={tflops:.1f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,42 @@
+"""The timing every Python workload of `cushare bench limiter` shares.
+
+A workload waits for the bench's common start (--start-mono, so the
+tenants of a mix begin together), runs its step in batches with a
+synchronisation after each, discards --warmup seconds and counts steps
+over the next --secs: rate = steps / seconds measured.
+"""
+import time
+
+
+def add_timing_args(p):
+    """--secs, --warmup and --start-mono, as the bench passes them."""
+    p.add_argument("--secs", type=float, default=5)
+    p.add_argument("--warmup", type=float, default=1)
+    p.add_argument("--start-mono", type=int, default=0)
+
+
+def wait_for_start(start_mono_ns):
+    """Sleeps until CLOCK_MONOTONIC reaches start_mono_ns (0: no wait)."""
+    if start_mono_ns:
+        delay = start_mono_ns / 1e9 - time.clock_gettime(time.CLOCK_MONOTONIC)
+        if delay > 0:
+            time.sleep(delay)
+
+
+def measure(step, batch, sync, warmup, secs):
+    """Runs batches of `batch` steps, `sync()` after each, until `secs`
+    have been measured after `warmup`; returns (steps counted, seconds)."""
+    t0 = time.monotonic()
+    measuring, t_meas, counted = False, 0.0, 0
+    while True:
+        for _ in range(batch):
+            step()
+        sync()
+        t = time.monotonic()
+        if not measuring and t - t0 >= warmup:
+            measuring, t_meas = True, t
+            continue
+        if measuring:
+            counted += batch
+            if t - t_meas >= secs:
+                return counted, t - t_meas
