@@ -182,7 +182,8 @@ struct cs_ledger_slot *cs__lim_my_slot(void);
  * per device, whether its contexts are MPS clients and how many SMs it
  * has. cs__shape_occupancy (device mutex held): the part of the GPU a
  * launch can hold, in ppm of CS_LIM_OCC_FULL; the whole GPU on a device
- * that time-slices, or when unknown. */
+ * that time-slices, or when unknown; on a concurrent device it also keeps
+ * occ_avg_ppm, the recent launches' average. */
 void cs__shape_device_seen(int d);
 uint32_t cs__shape_occupancy(struct cs_lim_dev *D, const struct cs_lim_launch *l);
 

@@ -809,10 +809,6 @@ void cs__limiter_pace(struct cs_lim_ticket *t, CUstream stream, enum cs_lim_path
         struct cs_capture_guard g;
         cs__capture_unsafe_begin(&g);
         t->occ_ppm = cs__shape_occupancy(D, l);
-        uint32_t avg = __atomic_load_n(&D->occ_avg_ppm, __ATOMIC_RELAXED);
-        __atomic_store_n(&D->occ_avg_ppm,
-                         avg + (uint32_t)(((int64_t)t->occ_ppm - (int64_t)avg) / 16),
-                         __ATOMIC_RELAXED);
         issue_ticket(t, D, cx, st, engaged);
         cs__capture_unsafe_end(&g);
         pthread_mutex_unlock(&D->mu);

@@ -301,9 +301,10 @@ static uint32_t launch_ppm(const struct cs_lim_dev *D, const struct cs_lim_launc
     return CS_LIM_OCC_FULL;
 }
 
-uint32_t cs__shape_occupancy(struct cs_lim_dev *D, const struct cs_lim_launch *l)
+/* The part of the GPU the launch can hold, cached per signature. */
+static uint32_t cached_ppm(struct cs_lim_dev *D, const struct cs_lim_launch *l)
 {
-    if (!__atomic_load_n(&D->concurrent, __ATOMIC_RELAXED) || !l || !l->sig)
+    if (!l->sig)
         return CS_LIM_OCC_FULL;
     struct cs_lim_occ *e = &D->occ[(l->sig * 0x9e3779b97f4a7c15ull) >> 56 & (CS_LIM_SIGS - 1)];
     /* Graph execs are asked every time: destroying one and instantiating
@@ -312,5 +313,18 @@ uint32_t cs__shape_occupancy(struct cs_lim_dev *D, const struct cs_lim_launch *l
         return e->ppm;
     uint32_t ppm = launch_ppm(D, l);
     *e = (struct cs_lim_occ){.sig = l->sig, .ppm = ppm};
+    return ppm;
+}
+
+uint32_t cs__shape_occupancy(struct cs_lim_dev *D, const struct cs_lim_launch *l)
+{
+    if (!__atomic_load_n(&D->concurrent, __ATOMIC_RELAXED))
+        return CS_LIM_OCC_FULL;
+    uint32_t ppm = cached_ppm(D, l);
+    /* Whether our kernels fill the GPU (watch.c, CUSHARE_MPS_TURNS): an
+     * average over the last ~16 launches. */
+    uint32_t avg = __atomic_load_n(&D->occ_avg_ppm, __ATOMIC_RELAXED);
+    __atomic_store_n(&D->occ_avg_ppm, avg + (uint32_t)(((int64_t)ppm - (int64_t)avg) / 16),
+                     __ATOMIC_RELAXED);
     return ppm;
 }
