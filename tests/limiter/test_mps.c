@@ -54,22 +54,29 @@ static void daemon_stop(void)
     CHECK_EQ(lim_shell("echo quit | CUDA_MPS_PIPE_DIRECTORY='%s' '%s' >/dev/null", pipe_dir, ctl), 0);
 }
 
-/* A worker at --sm 25 (force) on simulated GPU `state`, an MPS client or
- * not, with its own ledger; `board` groups the tenants that see each other. */
-static pid_t worker(const char *state, bool mps, const char *board, const char *blocks,
-                    const char *sync, const char *path, int id)
+/* A worker: its simulated GPU `state`, an MPS client or not, its own
+ * ledger and stats file (by id); `board` groups the tenants that see
+ * each other. Unset fields: --sm 25, 1 us per block, turns off. */
+struct tenant {
+    const char *state, *board, *blocks, *sync, *path, *limit, *ns_per_block, *turns;
+    bool mps;
+};
+
+static pid_t worker(const struct tenant *t, int id)
 {
     const char *env[] = {
-        lim_kv("FAKECUDA_STATE=%s", lim_path(state)),
-        "FAKECUDA_NS_PER_BLOCK=1000",
-        lim_kv("CUDA_MPS_PIPE_DIRECTORY=%s", mps ? pipe_dir : nopipe),
+        lim_kv("FAKECUDA_STATE=%s", lim_path(t->state)),
+        lim_kv("FAKECUDA_NS_PER_BLOCK=%s", t->ns_per_block ? t->ns_per_block : "1000"),
+        lim_kv("CUDA_MPS_PIPE_DIRECTORY=%s", t->mps ? pipe_dir : nopipe),
         lim_kv("CUDA_DEVICE_MEMORY_SHARED_CACHE=%s", lim_path(lim_kv("l%d.ledger", id))),
-        "CUDA_DEVICE_SM_LIMIT=25",
+        lim_kv("CUDA_DEVICE_SM_LIMIT=%s", t->limit ? t->limit : "25"),
         "GPU_CORE_UTILIZATION_POLICY=force",
-        lim_kv("CUSHARE_BOARD=%s", lim_path(board)),
+        lim_kv("CUSHARE_BOARD=%s", lim_path(t->board)),
+        lim_kv("CUSHARE_MPS_TURNS=%s", t->turns ? t->turns : "off"),
         NULL};
-    const char *args[] = {"--blocks", blocks, "--sync", sync, "--path", path, "--graph-kernels",
-                          "4", "--out", lim_path(lim_kv("w%d.out", id)), NULL};
+    const char *args[] = {"--blocks", t->blocks, "--sync", t->sync, "--path",
+                          t->path ? t->path : "cuLaunchKernel", "--graph-kernels", "4", "--out",
+                          lim_path(lim_kv("w%d.out", id)), NULL};
     return lim_spawn(env, args);
 }
 
@@ -79,8 +86,12 @@ static void case_together(void)
     struct fakecuda_state *gpu[2] = {lim_gpu("mps.state"), lim_gpu("ts.state")};
     pid_t pid[2 * T];
     for (int k = 0; k < T; k++) {
-        pid[k] = worker("mps.state", true, "board-mps", "200", "16", "cuLaunchKernel", k);
-        pid[T + k] = worker("ts.state", false, "board-ts", "200", "16", "cuLaunchKernel", T + k);
+        const struct tenant mps = {.state = "mps.state", .board = "board-mps", .blocks = "200",
+                                   .sync = "16", .mps = true};
+        const struct tenant ts = {.state = "ts.state", .board = "board-ts", .blocks = "200",
+                                  .sync = "16"};
+        pid[k] = worker(&mps, k);
+        pid[T + k] = worker(&ts, T + k);
     }
     static struct lim_series s[2];
     lim_sample_gpus(gpu, 2, 0, pid, T, 2000, 200, 60, s);
@@ -116,19 +127,11 @@ static void case_filling(void)
     pid_t pid[4];
     for (int g = 0; g < 2; g++)
         for (int k = 0; k < 2; k++) {
-            const char *env[] = {
-                lim_kv("FAKECUDA_STATE=%s", lim_path(state[g])),
-                "FAKECUDA_NS_PER_BLOCK=100",
-                lim_kv("CUDA_MPS_PIPE_DIRECTORY=%s", pipe_dir),
-                lim_kv("CUDA_DEVICE_MEMORY_SHARED_CACHE=%s", lim_path(lim_kv("l%d%d.ledger", g, k))),
-                lim_kv("CUDA_DEVICE_SM_LIMIT=%s", lim[k]),
-                "GPU_CORE_UTILIZATION_POLICY=force",
-                lim_kv("CUSHARE_BOARD=%s", lim_path(lim_kv("board%d", g))),
-                g ? "CUSHARE_MPS_TURNS=off" : "CUSHARE_MPS_TURNS=filling",
-                NULL};
-            const char *args[] = {"--blocks", "4224", "--sync", "4", "--out",
-                                  lim_path(lim_kv("w%d%d.out", g, k)), NULL};
-            pid[g * 2 + k] = lim_spawn(env, args);
+            const struct tenant t = {.state = state[g], .board = lim_kv("board%d", g),
+                                     .blocks = "4224", .sync = "4", .limit = lim[k],
+                                     .ns_per_block = "100", .turns = g ? "off" : "filling",
+                                     .mps = true};
+            pid[g * 2 + k] = worker(&t, g * 2 + k);
         }
     static struct lim_series s[2];
     lim_sample_gpus(gpu, 2, 0, pid, 2, 3000, 200, 60, s);
@@ -142,7 +145,7 @@ static void case_filling(void)
                                     g ? "off" : "filling", lim[k]),
                              &s[g], k);
             lim_stats(&s[g], k, 1000, 3000, &mean[g][k], &sd);
-            waits[g][k] = lim_stat(lim_path(lim_kv("w%d%d.out", g, k)), "window_waits");
+            waits[g][k] = lim_stat(lim_path(lim_kv("w%d.out", g * 2 + k)), "window_waits");
         }
         printf("CUSHARE_MPS_TURNS=%s: %.1f%% + %.1f%% (A:B %.3f), launches held for a window "
                "%lld + %lld\n", g ? "off" : "filling", mean[g][0], mean[g][1],
@@ -165,7 +168,9 @@ static void case_alone(void)
     for (int i = 0; i < N; i++) {
         const char *name = lim_kv("gpu%d.state", i);
         gpu[i] = lim_gpu(name);
-        pid[i] = worker(name, i != 1, "board", blocks[i], sync[i], path[i], i);
+        const struct tenant t = {.state = name, .board = "board", .blocks = blocks[i],
+                                 .sync = sync[i], .path = path[i], .mps = i != 1};
+        pid[i] = worker(&t, i);
     }
     static struct lim_series s[N];
     lim_sample_gpus(gpu, N, 0, pid, 1, 2000, 200, 60, s);
