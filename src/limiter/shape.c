@@ -248,10 +248,8 @@ static CUresult instantiated(CUresult r, CUgraphExec *exec, CUgraph g)
     if (r != CUDA_SUCCESS || !exec || !*exec || !g)
         return r;
     int d = __atomic_load_n(&cs__lim_armed, __ATOMIC_RELAXED) ? concurrent_device() : -1;
-    if (d < 0) {
-        exec_forget(*exec);
-        return r;
-    }
+    if (d < 0)
+        return r; /* nobody asks: only concurrent devices read the table */
     struct cs_capture_guard cg;
     cs__capture_unsafe_begin(&cg);
     uint32_t ppm = graph_ppm(__atomic_load_n(&cs__lim_devs[d].sms, __ATOMIC_RELAXED), g, 0);
