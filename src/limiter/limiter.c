@@ -415,6 +415,20 @@ static int64_t sig_charge(struct cs_lim_dev *D, uint64_t key, int64_t ns, int64_
     return charged;
 }
 
+/* How long a launch of signature key keeps the GPU busy when nothing else
+ * runs, as far as we know: its recent minimum, else `est`. What decides
+ * whether our queue drains before our window ends: the estimate (an average
+ * of charges, which run up to CS_LIM_SIG_SLACK_PCT over the minimum) made
+ * the GPU run dry early at the end of every window (0.4 ms of a 10 ms
+ * window on the H200); a queue that drains a few us late costs nobody
+ * work, the next owner's launches queue behind it. */
+static int64_t sig_drain(struct cs_lim_dev *D, uint64_t key, int64_t est)
+{
+    const struct cs_lim_sig *e = key ? sig_slot(D, key) : NULL;
+    int64_t mn = e && e->key == key ? sig_min(e) : 0;
+    return mn > 0 ? mn : est;
+}
+
 /* Expected charge of a launch of signature key, or 0 when unknown. */
 static int64_t sig_estimate(struct cs_lim_dev *D, uint64_t key)
 {
@@ -632,13 +646,15 @@ static bool law_follow(struct cs_lim_dev *D, int dev, int64_t now)
 
 
 /* 0 when the law and our window let a launch go now (device mutex held),
- * else how long to sleep. Held out of the GPU for most of a period, the
- * tenant may make up that much idle time inside its window. */
-static int64_t pace_wait(struct cs_lim_dev *D, int64_t now)
+ * else how long to sleep; *in_window says the law holds us inside our own
+ * window. Held out of the GPU for most of a period, the tenant may make up
+ * that much idle time inside its window. */
+static int64_t pace_wait(struct cs_lim_dev *D, int64_t now, bool *in_window)
 {
     struct cs_window w = window_of(D);
     cs__law_set_credit(&D->law, w.len_ns ? w.period_ns + D->law.ahead_ns : 0);
     int64_t wait = cs__law_wait(&D->law, now);
+    *in_window = wait && in_own_window(D, now);
     if (!wait && w.len_ns) {
         wait = cs__law_window_wait(&w, D->queue_end_ns > now ? D->queue_end_ns - now : 0, now);
         if (wait)
@@ -648,7 +664,7 @@ static int64_t pace_wait(struct cs_lim_dev *D, int64_t now)
 }
 
 /* Sleeps one pacing slice outside the device mutex. */
-static void pace_sleep(struct cs_lim_dev *D, int64_t wait)
+static void pace_sleep(struct cs_lim_dev *D, int64_t wait, bool in_window)
 {
     if (wait > CS_LIM_SLEEP_MAX_NS)
         wait = CS_LIM_SLEEP_MAX_NS;
@@ -658,15 +674,39 @@ static void pace_sleep(struct cs_lim_dev *D, int64_t wait)
     uint64_t slept = (uint64_t)(cs__now_ns() - t0);
     CS_LIM_STAT_ADD(sleep_ns, slept);
     __atomic_fetch_add(&D->sleep_ns, slept, __ATOMIC_RELAXED);
+    if (in_window)
+        __atomic_fetch_add(&D->law_in_window_ns, slept, __ATOMIC_RELAXED);
     /* Published for the node view (throttled %), not read back here. */
     struct cs_ledger_slot *s = cs__lim_my_slot();
     if (s)
         __atomic_fetch_add(&s->throttled_ns, slept, __ATOMIC_RELAXED);
 }
 
+/* How long the next launch must wait now (device mutex held), and the
+ * stream record it goes to. */
+static int64_t turn_wait(struct cs_lim_dev *D, struct cs_lim_ctx *cx, uintptr_t key,
+                         CUstream rec, bool engaged, int64_t now, bool *in_window,
+                         struct cs_lim_stream **st)
+{
+    *in_window = false;
+    int64_t wait = engaged ? pace_wait(D, now, in_window) : 0;
+    *st = stream_get(D, cx, key, rec, now);
+    /* Until a first measurement gives an estimate, keep at most two
+     * launches in flight; a full FIFO waits for the GPU too. */
+    if (!wait && ((D->measured == 0 && D->inflight >= 2) || (*st && (*st)->n >= CS_LIM_FIFO)))
+        wait = 200000;
+    return wait;
+}
+
 /* Waits until the law lets the next launch of device `dev` go; returns
  * with the device mutex held, the stream record found (or NULL) and
- * whether pacing is engaged. */
+ * whether pacing is engaged. Completed pairs are harvested here only when
+ * the launch would wait: harvesting moves work from the law's estimate to
+ * its measured time, which changes the verdict only by the estimate's
+ * error, so a launch that may go is measured after it is queued
+ * (cs__limiter_measure), while the GPU runs it. After a synchronisation
+ * every pair is complete, and harvesting them all first kept the GPU idle
+ * for that long. */
 static struct cs_lim_stream *wait_turn(struct cs_lim_dev *D, struct cs_lim_ctx *cx,
                                        uintptr_t key, CUstream rec, bool *engaged)
 {
@@ -674,17 +714,17 @@ static struct cs_lim_stream *wait_turn(struct cs_lim_dev *D, struct cs_lim_ctx *
         int64_t now = cs__now_ns();
         pthread_mutex_lock(&D->mu);
         *engaged = law_follow(D, cx->dev, now);
-        cs__lim_harvest_locked(cx->dev, now);
-        int64_t wait = *engaged ? pace_wait(D, now) : 0;
-        struct cs_lim_stream *st = stream_get(D, cx, key, rec, now);
-        /* Until a first measurement gives an estimate, keep at most two
-         * launches in flight; a full FIFO waits for the GPU too. */
-        if (!wait && ((D->measured == 0 && D->inflight >= 2) || (st && st->n >= CS_LIM_FIFO)))
-            wait = 200000;
+        bool in_window;
+        struct cs_lim_stream *st;
+        int64_t wait = turn_wait(D, cx, key, rec, *engaged, now, &in_window, &st);
+        if (wait) {
+            cs__lim_harvest_locked(cx->dev, now);
+            wait = turn_wait(D, cx, key, rec, *engaged, now, &in_window, &st);
+        }
         if (!wait)
             return st;
         pthread_mutex_unlock(&D->mu);
-        pace_sleep(D, wait);
+        pace_sleep(D, wait, in_window);
     }
 }
 
@@ -722,7 +762,8 @@ static void issue_ticket(struct cs_lim_ticket *t, struct cs_lim_dev *D, struct c
         est = D->est[t->kind];
     t->est = (uint64_t)(est > 0 ? est : 0);
     int64_t now = cs__now_ns();
-    D->queue_end_ns = (D->queue_end_ns > now ? D->queue_end_ns : now) + (int64_t)t->est;
+    D->queue_end_ns = (D->queue_end_ns > now ? D->queue_end_ns : now) +
+                      sig_drain(D, t->sig, (int64_t)t->est);
     t->stream = NULL;
     t->start = NULL;
     t->group = 0;
@@ -859,5 +900,6 @@ void cs__limiter_measure(struct cs_lim_ticket *t, CUresult launched)
     } else {
         group_after_launch(D, st, t, launched, now);
     }
+    cs__lim_harvest_locked(st->cx->dev, now); /* the GPU has our launch now */
     pthread_mutex_unlock(&D->mu);
 }

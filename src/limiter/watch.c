@@ -96,6 +96,10 @@ static struct {
         unsigned cap_mw;         /* enforced power limit, 0 unknown */
         int64_t cap_read_ns;
         int64_t boost_logged_ns; /* boost inputs last logged (debug) */
+        int64_t scales_held_until; /* boost and fulfilment kept at 1 until then */
+        bool full_window;        /* our window is our limit of every period */
+        int64_t pacing_logged_ns; /* pacing summary last logged (debug) */
+        uint64_t pacing_at[4];   /* own, work, slept, law-in-window then */
         uint32_t logged_pm;      /* share last logged */
     } dev[CS_MAX_DEVICES];
     /* One entry per tick, the last second and one more: the tenant's GPU
@@ -405,6 +409,36 @@ static void update_boost(int d, int util, uint32_t own_ppm, int64_t now)
     }
 }
 
+/* Debug, once a second: where our time went (charged GPU time, work,
+ * pacing sleeps and the part of them the law spent inside our own window,
+ * which nobody may use) and how far our clock runs ahead of real time. */
+static void log_pacing(int d, int64_t now)
+{
+    __typeof__(W.dev[0]) *w = &W.dev[d];
+    const struct cs_lim_dev *D = &cs__lim_devs[d];
+    if (!cs__log_enabled(CS_LOG_DEBUG) || !D->law_running ||
+        now - w->pacing_logged_ns < 1000000000ll)
+        return;
+    uint64_t at[4] = {__atomic_load_n(&D->own_total, __ATOMIC_RELAXED),
+                      __atomic_load_n(&D->own_work, __ATOMIC_RELAXED),
+                      __atomic_load_n(&D->sleep_ns, __ATOMIC_RELAXED),
+                      __atomic_load_n(&D->law_in_window_ns, __ATOMIC_RELAXED)};
+    double ms[4];
+    for (int i = 0; i < 4; i++)
+        ms[i] = (double)(at[i] - w->pacing_at[i]) / 1e6;
+    const int64_t *vt = cs__lim_clock(d);
+    int64_t v = vt ? __atomic_load_n(vt, __ATOMIC_RELAXED) : 0;
+    double lead = v ? (double)(v - now) / 1e6 : 0;
+    uint64_t win = __atomic_load_n(&D->window, __ATOMIC_RELAXED);
+    if (w->pacing_logged_ns)
+        cs_debug(SUBSYS, "device %d: last %.2f s: charged %.1f ms (work %.1f ms), slept %.1f "
+                 "ms, %.1f ms of it by the law inside our window; clock %+.1f ms; window %u "
+                 "us at %u us", d, (double)(now - w->pacing_logged_ns) / 1e9, ms[0], ms[1],
+                 ms[2], ms[3], lead, (unsigned)(win & 0xffffffffu), (unsigned)(win >> 32));
+    w->pacing_logged_ns = now;
+    memcpy(w->pacing_at, at, sizeof at);
+}
+
 /* MPS clients run side by side: no turns to take (shape.c). Except, with
  * CUSHARE_MPS_TURNS=filling, those whose kernels fill the GPU: side by
  * side they only slow each other down and make each other's measurements
@@ -502,8 +536,9 @@ static bool member_before(const struct cs_board_member *m, uint32_t uid, uint64_
  * add up to at most 100 %, so every window is at least its tenant's limit
  * of the period whatever others claim; otherwise (or alone, or not
  * pacing) no window (docs/limiter.md, "Windows"). */
-static uint64_t window_for(int d, const struct cs_board_view *v, bool engaged)
+static uint64_t window_for(int d, const struct cs_board_view *v, bool engaged, bool *full)
 {
+    *full = false;
     uint32_t period_us = cs__config()->sm_period_us, pct = cs__lim_devs[d].pct;
     if (!period_us || !engaged || !v->nmembers || v->nmembers > CS_BOARD_WINDOW_MEMBERS ||
         runs_beside_others(d))
@@ -517,6 +552,7 @@ static uint64_t window_for(int d, const struct cs_board_view *v, bool engaged)
     }
     if (sum > 100)
         return 0;
+    *full = sum == 100;
     uint64_t off = (uint64_t)period_us * before / sum, len = (uint64_t)period_us * pct / sum;
     /* Opened early, overlapping the previous owner's end: our first
      * launches are queued while its last work drains (no idle GPU while we
@@ -530,10 +566,32 @@ static uint64_t window_for(int d, const struct cs_board_view *v, bool engaged)
     return off << 32 | (len + lead);
 }
 
-static void update_window(int d, const struct cs_board_view *v, bool engaged)
+/* Windows that are exactly the members' limits leave the scales nothing
+ * to correct: the device runs at full load by construction (no clock
+ * boost), and nobody can use time we yield inside our window (fulfilment
+ * only idles it). But the inputs of both are one-second averages of the
+ * time before: a tenant that ran alone at 20 % measured a boost of 1.2,
+ * kept it for a second after the windows formed, and its law stopped it
+ * inside its own window (80-95 ms of every second lost to everyone on the
+ * H200). So when such windows form, both scales restart at 1 and their
+ * inputs are ignored for the second they still describe. */
+static void scales_on_full_window(int d, bool full, int64_t now)
+{
+    __typeof__(W.dev[0]) *w = &W.dev[d];
+    if (full && !w->full_window) {
+        w->boost = 1;
+        w->fulfil = 1;
+        w->scales_held_until = now + CS_WATCH_WINDOW * CS_LIM_TICK_NS;
+    }
+    w->full_window = full;
+}
+
+static void update_window(int d, const struct cs_board_view *v, bool engaged, int64_t now)
 {
     struct cs_lim_dev *D = &cs__lim_devs[d];
-    uint64_t w = window_for(d, v, engaged);
+    bool full;
+    uint64_t w = window_for(d, v, engaged, &full);
+    scales_on_full_window(d, w && full, now);
     uint64_t old = __atomic_exchange_n(&D->window, w, __ATOMIC_RELAXED);
     if (old == w)
         return;
@@ -603,13 +661,16 @@ static void tick(int64_t now)
                              foreign < CS_WATCH_FOREIGN_PCT,
                          __ATOMIC_RELAXED);
         if (known) {
-            update_boost(d, util, ppm, now);
-            update_fulfil(d, &v, saturated);
+            if (now >= W.dev[d].scales_held_until) {
+                update_boost(d, util, ppm, now);
+                update_fulfil(d, &v, saturated);
+            }
             apply_share(d);
         }
+        log_pacing(d, now);
         if (policy == CS_POLICY_FORCE) {
             __atomic_store_n(&D->engaged, 1, __ATOMIC_RELAXED);
-            update_window(d, &v, true);
+            update_window(d, &v, true, now);
             continue;
         }
         /* Under HAMi's monitor its utilization_switch decides, as it does
@@ -619,7 +680,7 @@ static void tick(int64_t now)
             if (__atomic_exchange_n(&D->engaged, hami, __ATOMIC_RELAXED) != hami)
                 cs_info(SUBSYS, "device %d: pacing %s by HAMi's utilization_switch", d,
                         hami ? "engaged" : "released");
-            update_window(d, &v, hami != 0);
+            update_window(d, &v, hami != 0, now);
             continue;
         }
         bool contended;
@@ -632,7 +693,7 @@ static void tick(int64_t now)
         if (contended)
             D->contended_until = now + CS_WATCH_HOLD_NS;
         int engaged = D->contended_until > now;
-        update_window(d, &v, engaged);
+        update_window(d, &v, engaged, now);
         if (__atomic_exchange_n(&D->engaged, engaged, __ATOMIC_RELAXED) != engaged)
             cs_info(SUBSYS, "device %d: pacing %s (foreign %d%%, board: %d busy at higher or "
                     "equal priority, %d lower)", d, engaged ? "engaged" : "released", foreign,

@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# Issue 17: which window settings conserve the most work for the graph-replay
-# workload (the one mix that missed 97 %). One device call:
+# Issue 17: A/B runs of a 20/30/50 mix under different settings, to find
+# where a mix loses work. One device call:
 #   tests/gpu/issue17/ab.sh BUILD_DIR OUT_DIR [VARIANT...]
-# A VARIANT is NAME=ENV[,ENV...], e.g. lead4=CUSHARE_SM_WINDOW_LEAD_PCT=4;
-# default: base (50 ms, no lead), lead4, p100 (100 ms), p100lead2. Each runs
-# `cushare bench limiter` on the graph workload at --sm 50 and the 20/30/50
-# mix, RUNS times (default 2), into OUT/NAME/; OUT/summary.txt has the mix.
+# A VARIANT is NAME=KEY=VALUE[,KEY=VALUE...]: environment for the tenants,
+# except WORKLOAD (graph, the default; matmul; elementwise) and WARGS (extra
+# arguments of the workload, spaces as '+', e.g. WARGS=--per-sync+2000).
+# Default: base (50 ms, no lead), lead4, p100 (100 ms), p100lead2, on the
+# graph workload. Each runs `cushare bench limiter` at --sm 50 (LIMITS) and
+# the 20/30/50 mix, RUNS times (default 2), into OUT/NAME/, with the
+# limiter's once-a-second debug line in OUT/NAME.log; OUT/summary.txt has
+# the mixes.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/gpu/common.sh
@@ -15,14 +19,32 @@ shift 2
 variants=${*:-base=CUSHARE_SM_PERIOD_US=50000 lead4=CUSHARE_SM_WINDOW_LEAD_PCT=4 \
     p100=CUSHARE_SM_PERIOD_US=100000 p100lead2=CUSHARE_SM_PERIOD_US=100000,CUSHARE_SM_WINDOW_LEAD_PCT=2}
 cd "$GPU_ROOT" || exit 1
-gpu_build "$B" "$OUT/build.log" libcushare cushare_cli || exit 1
+gpu_build "$B" "$OUT/build.log" libcushare cushare_cli limiter_workload || exit 1
 : > "$OUT/summary.txt"
+
+workload() { # NAME ARGS
+    case $1 in
+    matmul) echo "matmul=python3 $GPU_ROOT/bench/limiter/matmul.py $2" ;;
+    elementwise) echo "elementwise=$B/limiter_workload elementwise $2" ;;
+    *) echo "graph=python3 $GPU_ROOT/bench/limiter/graph.py $2" ;;
+    esac
+}
+
 for v in $variants; do
-    name=${v%%=*} envs=${v#*=}
-    IFS=, read -r -a kv <<< "$envs"
-    env "${kv[@]}" "$B/cushare" bench limiter --secs "${SECS:-3}" --warmup "${WARMUP:-1}" \
-        --runs "${RUNS:-2}" --limits 50 --mix 20+30+50 --tolerance 2 --conserve 97 \
-        --start-delay "${START_DELAY:-6}" --launchbound none --launchcost none --out "$OUT/$name" \
-        --workload "graph=python3 $GPU_ROOT/bench/limiter/graph.py" > "$OUT/$name.log" 2>&1
-    { echo "== $name ($envs)"; grep -E "tenant|together" "$OUT/$name.log"; } | tee -a "$OUT/summary.txt"
+    name=${v%%=*} envs=${v#*=} w=graph wargs="" kv=()
+    IFS=, read -r -a pairs <<< "$envs"
+    for p in "${pairs[@]}"; do
+        case $p in
+        WORKLOAD=*) w=${p#WORKLOAD=} ;;
+        WARGS=*) wargs=${p#WARGS=} wargs=${wargs//+/ } ;;
+        *) kv+=("$p") ;;
+        esac
+    done
+    env CUSHARE_LOG_LEVEL=debug "${kv[@]}" "$B/cushare" bench limiter --secs "${SECS:-3}" \
+        --warmup "${WARMUP:-1}" --runs "${RUNS:-2}" --limits "${LIMITS:-50}" --mix 20+30+50 \
+        --tolerance 2 --conserve 97 --start-delay "${START_DELAY:-6}" --launchbound none \
+        --launchcost none --out "$OUT/$name" --workload "$(workload "$w" "$wargs")" \
+        > "$OUT/$name.log" 2>&1
+    { echo "== $name ($envs)"; grep -E "^(native|tenant|together)" "$OUT/$name.log"; } |
+        tee -a "$OUT/summary.txt"
 done

@@ -15,6 +15,10 @@
 #            watcher's boost inputs logged (debug) beside nvidia-smi's SM clock
 #            and power; the element-wise kernel at 99 % (what measuring every
 #            launch costs). OUT/diag/.
+#   windows  where a 20/30/50 mix's time goes: the mix alone (no limits) with
+#            the limiter's once-a-second debug line in the log (charged GPU
+#            time, work, sleeps, the law's sleeps inside the tenant's own
+#            window, its clock's lead, its window). OUT/windows/.
 #   init     bench/run_init_sweep.sh: cuInit p99, plain and cushare
 #            alternating, N = 1 8 32 128 300 and 48 contexts. OUT/init/.
 # Environment: SECS (default 4) and WARMUP (1.5) per measurement, START_DELAY
@@ -63,6 +67,17 @@ bench_limiter() {
 }
 
 step_limiter() { bench_limiter limiter 10,25,50,75; }
+step_windows() {
+    local args=()
+    mapfile -t args < <(workload_args)
+    CUSHARE_LOG_LEVEL=debug "$CLI" bench limiter --secs "$SECS" --warmup "$WARMUP" \
+        --runs "${RUNS:-1}" --limits none --mix 20+30+50 --tolerance "${TOL:-2}" --conserve 97 \
+        --start-delay "${START_DELAY:-8}" --launchbound none --launchcost none \
+        --out "$OUT/windows" "${args[@]}" > "$OUT/windows.log" 2>&1
+    grep -v "^cushare: \(ledger\|identity\|board\): \|boost inputs" "$OUT/windows.log" |
+        grep "last 1\|share\|tenant\|together\|==\|native\|window of" | tail -80
+    echo "windows DONE: see windows.log" >> "$OUT/summary.txt"
+}
 step_free() { CUSHARE_SM_PERIOD_US=0 bench_limiter free 50; }
 
 # sample_smi FILE: SM clock and power every 0.2 s until killed.
