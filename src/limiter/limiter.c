@@ -36,7 +36,7 @@
 
 int cs__lim_armed = 1;
 struct cs_lim_dev cs__lim_devs[CS_MAX_DEVICES];
-struct cushare_limiter_stats cs__lim_stats = {.version = 2};
+struct cushare_limiter_stats cs__lim_stats = {.version = 3};
 
 const struct cs_lim_path_info cs__lim_paths[CS_LIM_NPATHS] = {
 #define CS_LIM_X(sym, variant_, kind_) [CS_LIM_PATH_##sym] = {#sym, variant_, kind_},
@@ -74,7 +74,7 @@ CS_EXPORT void cushare_limiter_stats(struct cushare_limiter_stats *out)
     size_t n = (sizeof s - offsetof(struct cushare_limiter_stats, paced_launches)) / 8;
     for (size_t i = 0; i < n; i++)
         dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
-    s.version = 2;
+    s.version = 3;
     s.armed = (uint32_t)__atomic_load_n(&cs__lim_armed, __ATOMIC_RELAXED);
     uint64_t mask = 0;
     for (int d = 0; d < CS_MAX_DEVICES; d++)
@@ -99,7 +99,7 @@ void cs__lim_atfork_child(void)
     cs__suspend_atfork_child();
     cs__mutex_reset(&arm_mu);
     memset(&cs__lim_stats, 0, sizeof cs__lim_stats);
-    cs__lim_stats.version = 2;
+    cs__lim_stats.version = 3;
     __atomic_store_n(&arm_decided, 0, __ATOMIC_RELEASE);
     __atomic_store_n(&cs__lim_armed, 1, __ATOMIC_RELEASE);
 }
@@ -492,18 +492,23 @@ static struct cs_window window_of(const struct cs_lim_dev *D)
                               .len_ns = (int64_t)(w & 0xffffffffu) * 1000};
 }
 
-/* Whether `now` is inside our window past its lead, the part that
- * overlaps the previous owner's end (watch.c, window_for). */
-static bool in_own_window(const struct cs_lim_dev *D, int64_t now)
+/* When our window ends, if `now` is inside it past its lead (the part
+ * that overlaps the previous owner's end: watch.c, window_for); else 0. */
+static int64_t own_window_end(const struct cs_lim_dev *D, int64_t now)
 {
     struct cs_window w = window_of(D);
     if (!w.len_ns)
-        return false;
+        return 0;
     int64_t lead = w.period_ns * (int64_t)cs__config()->sm_window_lead_pct / 100;
     if (lead > w.len_ns / 2)
         lead = w.len_ns / 2;
     int64_t phase = ((now - w.off_ns) % w.period_ns + w.period_ns) % w.period_ns;
-    return phase >= lead && phase < w.len_ns;
+    return phase >= lead && phase < w.len_ns ? now + w.len_ns - phase : 0;
+}
+
+static bool in_own_window(const struct cs_lim_dev *D, int64_t now)
+{
+    return own_window_end(D, now) != 0;
 }
 
 /* A co-tenant's time slices inside a long span would be charged to us:
@@ -645,16 +650,23 @@ static bool law_follow(struct cs_lim_dev *D, int dev, int64_t now)
 }
 
 
+/* A law's hold inside our own window: from when our queue runs dry
+ * (estimate) to the window's end, the GPU time nobody may use. */
+struct cs_lim_hold {
+    int64_t idle_from, window_end;   /* window_end 0: no such hold */
+};
+
 /* 0 when the law and our window let a launch go now (device mutex held),
- * else how long to sleep; *in_window says the law holds us inside our own
- * window. Held out of the GPU for most of a period, the tenant may make up
- * that much idle time inside its window. */
-static int64_t pace_wait(struct cs_lim_dev *D, int64_t now, bool *in_window)
+ * else how long to sleep, and in *hold what a law's hold inside our own
+ * window may leave idle. Held out of the GPU for most of a period, the
+ * tenant may make up that much idle time inside its window. */
+static int64_t pace_wait(struct cs_lim_dev *D, int64_t now, struct cs_lim_hold *hold)
 {
     struct cs_window w = window_of(D);
     cs__law_set_credit(&D->law, w.len_ns ? w.period_ns + D->law.ahead_ns : 0);
     int64_t wait = cs__law_wait(&D->law, now);
-    *in_window = wait && in_own_window(D, now);
+    *hold = (struct cs_lim_hold){.idle_from = D->queue_end_ns > now ? D->queue_end_ns : now,
+                                 .window_end = wait ? own_window_end(D, now) : 0};
     if (!wait && w.len_ns) {
         wait = cs__law_window_wait(&w, D->queue_end_ns > now ? D->queue_end_ns - now : 0, now);
         if (wait)
@@ -664,18 +676,22 @@ static int64_t pace_wait(struct cs_lim_dev *D, int64_t now, bool *in_window)
 }
 
 /* Sleeps one pacing slice outside the device mutex. */
-static void pace_sleep(struct cs_lim_dev *D, int64_t wait, bool in_window)
+static void pace_sleep(struct cs_lim_dev *D, int64_t wait, const struct cs_lim_hold *hold)
 {
     if (wait > CS_LIM_SLEEP_MAX_NS)
         wait = CS_LIM_SLEEP_MAX_NS;
     CS_LIM_STAT_ADD(sleeps, 1);
     int64_t t0 = cs__now_ns();
     cs__lim_sleep(wait);
-    uint64_t slept = (uint64_t)(cs__now_ns() - t0);
+    int64_t t1 = cs__now_ns();
+    uint64_t slept = (uint64_t)(t1 - t0);
     CS_LIM_STAT_ADD(sleep_ns, slept);
     __atomic_fetch_add(&D->sleep_ns, slept, __ATOMIC_RELAXED);
-    if (in_window)
-        __atomic_fetch_add(&D->law_in_window_ns, slept, __ATOMIC_RELAXED);
+    int64_t idle = (t1 < hold->window_end ? t1 : hold->window_end) - hold->idle_from;
+    if (hold->window_end && idle > 0) {
+        __atomic_fetch_add(&D->law_in_window_ns, (uint64_t)idle, __ATOMIC_RELAXED);
+        CS_LIM_STAT_ADD(law_window_sleep_ns, (uint64_t)idle);
+    }
     /* Published for the node view (throttled %), not read back here. */
     struct cs_ledger_slot *s = cs__lim_my_slot();
     if (s)
@@ -685,11 +701,11 @@ static void pace_sleep(struct cs_lim_dev *D, int64_t wait, bool in_window)
 /* How long the next launch must wait now (device mutex held), and the
  * stream record it goes to. */
 static int64_t turn_wait(struct cs_lim_dev *D, struct cs_lim_ctx *cx, uintptr_t key,
-                         CUstream rec, bool engaged, int64_t now, bool *in_window,
+                         CUstream rec, bool engaged, int64_t now, struct cs_lim_hold *hold,
                          struct cs_lim_stream **st)
 {
-    *in_window = false;
-    int64_t wait = engaged ? pace_wait(D, now, in_window) : 0;
+    *hold = (struct cs_lim_hold){0};
+    int64_t wait = engaged ? pace_wait(D, now, hold) : 0;
     *st = stream_get(D, cx, key, rec, now);
     /* Until a first measurement gives an estimate, keep at most two
      * launches in flight; a full FIFO waits for the GPU too. */
@@ -714,17 +730,17 @@ static struct cs_lim_stream *wait_turn(struct cs_lim_dev *D, struct cs_lim_ctx *
         int64_t now = cs__now_ns();
         pthread_mutex_lock(&D->mu);
         *engaged = law_follow(D, cx->dev, now);
-        bool in_window;
+        struct cs_lim_hold hold;
         struct cs_lim_stream *st;
-        int64_t wait = turn_wait(D, cx, key, rec, *engaged, now, &in_window, &st);
+        int64_t wait = turn_wait(D, cx, key, rec, *engaged, now, &hold, &st);
         if (wait) {
             cs__lim_harvest_locked(cx->dev, now);
-            wait = turn_wait(D, cx, key, rec, *engaged, now, &in_window, &st);
+            wait = turn_wait(D, cx, key, rec, *engaged, now, &hold, &st);
         }
         if (!wait)
             return st;
         pthread_mutex_unlock(&D->mu);
-        pace_sleep(D, wait, in_window);
+        pace_sleep(D, wait, &hold);
     }
 }
 

@@ -214,7 +214,8 @@ void cs__capture_atfork_child(void);
  * Exported as cushare_limiter_stats() so a test can read them through
  * dlsym without linking internals. */
 struct cushare_limiter_stats {
-    uint32_t version;           /* 2: launches_by_path follows hooks.def */
+    uint32_t version;           /* 3: law_window_sleep_ns added; 2:
+                                   launches_by_path follows hooks.def */
     uint32_t armed;             /* the fast-path flag */
     uint64_t paced_launches;    /* launches that went through the slow path */
     uint64_t measured;          /* start/end pairs harvested */
@@ -232,6 +233,8 @@ struct cushare_limiter_stats {
     uint64_t window_waits;      /* launches held until our coordinated window */
     uint64_t groups_estimated;  /* groups the GPU caught up with: charged by
                                    estimate, not measured */
+    uint64_t law_window_sleep_ns; /* of sleep_ns, the law's sleeps inside our
+                                     own window: time nobody may use */
 };
 
 #endif

@@ -25,6 +25,8 @@
  * --stop FILE also ends the launch and idle modes (instead of --secs), and
  * --ready FILE is created once the context exists and, in launch mode, the
  * first launch returned: a test waits for conditions, not for time.
+ * --log FILE sends the worker's (and so cushare's) stderr to FILE, for a
+ * test that waits for what cushare logs.
  */
 #define _GNU_SOURCE
 #define __CUDA_API_VERSION_INTERNAL 1
@@ -99,6 +101,17 @@ static void read_stats(struct cushare_limiter_stats *s)
         get(s);
 }
 
+/* Before CUDA is initialised, so everything cushare logs goes there. */
+static void log_to(const char *path)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0 || dup2(fd, STDERR_FILENO) < 0) {
+        fprintf(stderr, "worker: cannot log to %s\n", path);
+        exit(2);
+    }
+    close(fd);
+}
+
 static void write_stats(const char *out, uint64_t launches, int64_t elapsed)
 {
     if (!out)
@@ -117,8 +130,9 @@ static void write_stats(const char *out, uint64_t launches, int64_t elapsed)
             (unsigned long long)s.engaged_mask);
     for (int i = 0; i < CS_LIM_NPATHS; i++)
         fprintf(f, "path_%s %llu\n", paths[i].name, (unsigned long long)s.launches_by_path[i]);
-    fprintf(f, "captured %llu\nwindow_waits %llu\n", (unsigned long long)s.captured,
-            (unsigned long long)s.window_waits);
+    fprintf(f, "captured %llu\nwindow_waits %llu\nlaw_window_sleep_ns %llu\n",
+            (unsigned long long)s.captured, (unsigned long long)s.window_waits,
+            (unsigned long long)s.law_window_sleep_ns);
     fprintf(f, "usr1_before %d\nusr1_after %d\n", (int)usr1_before, (int)usr1_after);
     fclose(f);
 }
@@ -701,6 +715,8 @@ int main(int argc, char **argv)
             churn.launches = (unsigned)atoi(v), i++;
         else if (!strcmp(a, "--ready"))
             ready = v, i++;
+        else if (!strcmp(a, "--log"))
+            log_to(v), i++;
         else if (!strcmp(a, "--stop"))
             churn.stop = v, i++;
         else if (!strcmp(a, "--pause"))

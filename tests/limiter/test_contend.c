@@ -42,6 +42,16 @@
  *             is therefore 34 % of GPU time (throughput share, default);
  *             CUSHARE_SM_SHARE=time holds 50 % of GPU time (71 % of the
  *             full-load throughput).
+ *   joined    A (25 %, force) runs alone on a power-capped fake (the boost
+ *             fake) until it has logged a clock boost of at least 1.3 (at
+ *             25 % busy the fake runs at its top clock); then B (75 %)
+ *             joins and the two take turns in windows that are exactly
+ *             their limits. The device is then at full load, but A's boost
+ *             inputs are one-second averages of the time it ran alone:
+ *             kept, they make A's law stop it inside its own window (time
+ *             nobody may use; 90-100 ms of it before 9cbfb4f). Both
+ *             scales restart at 1 when such windows form: A's law must
+ *             sleep at most 30 ms inside its window in all.
  *   samples   A (limit 25 %, default) beside B (no limit, so not on the
  *             board), GPU-bound, on a fake whose NVML samples processes
  *             every 50 ms and returns only samples newer than the stamp
@@ -387,6 +397,65 @@ static void boost(void)
     CHECK_SHARE_STARVED(m[1], 50, 1, 2.7, lim_starved(&s[1], 0, 2000, 3800));
 }
 
+/* The largest clock boost a worker logged so far (its --log file). */
+static double boost_logged(const char *log)
+{
+    FILE *f = fopen(log, "r");
+    double best = 0, b;
+    char line[512];
+    while (f && fgets(line, sizeof line, f)) {
+        const char *p = strstr(line, "clock boost x");
+        if (p && sscanf(p, "clock boost x%lf", &b) == 1 && b > best)
+            best = b;
+    }
+    if (f)
+        fclose(f);
+    return best;
+}
+
+static pid_t joined_tenant(const char *name, const char *limit)
+{
+    const char *args[] = {"--blocks", "200", "--sync", "64", "--log",
+                          lim_path(lim_kv("%s.log", name)), "--out",
+                          lim_path(lim_kv("%s.out", name)), NULL};
+    const char **e = tenant_env("gpu.state", lim_kv("%s.ledger", name), limit, NULL);
+    e[4] = "GPU_CORE_UTILIZATION_POLICY=force";
+    int n = 7;
+    while (e[n])
+        n++;
+    e[n++] = "FAKECUDA_POWER_BUSY_W=1400";
+    e[n++] = "FAKECUDA_POWER_IDLE_W=100";
+    e[n++] = "FAKECUDA_POWER_CAP_W=700";
+    e[n++] = "CUSHARE_LOG_LEVEL=info";
+    return lim_spawn(e, args);
+}
+
+static void joined(void)
+{
+    struct fakecuda_state *gpu = lim_gpu("gpu.state");
+    pid_t pid[2];
+    pid[0] = joined_tenant("a", "25");
+    lim_ready(pid[0]);
+    CS_WAIT_FOR(boost_logged(lim_path("a.log")) >= 1.3, 20000, "A's clock boost estimate");
+    printf("A alone: clock boost x%.2f logged\n", boost_logged(lim_path("a.log")));
+    pid[1] = joined_tenant("b", "75");
+    static struct lim_series s;
+    lim_sample(gpu, 0, pid, 2, 2500, 200, 60, &s);
+    for (int k = 0; k < 2; k++) {
+        CHECK_EQ(lim_wait(pid[k]), 0);
+        lim_print_series(k ? "B (75 %, joined) share per 200 ms" : "A (25 %) share per 200 ms",
+                         &s, k);
+    }
+    long long a = lim_stat(lim_path("a.out"), "law_window_sleep_ns");
+    long long b = lim_stat(lim_path("b.out"), "law_window_sleep_ns");
+    long long waits = lim_stat(lim_path("a.out"), "window_waits");
+    printf("the law slept inside its own window: A %.1f ms, B %.1f ms (A held for its window "
+           "%lld times)\n", a / 1e6, b / 1e6, waits);
+    CHECK_GT(waits, 0); /* the windows formed */
+    CHECK_LE(a, 30000000ll);
+    CHECK_LE(b, 30000000ll);
+}
+
 static void samples(void)
 {
     struct fakecuda_state *gpu = lim_gpu("gpu.state");
@@ -438,6 +507,8 @@ int main(int argc, char **argv)
         boost();
     else if (!strcmp(argv[1], "windows"))
         windows();
+    else if (!strcmp(argv[1], "joined"))
+        joined();
     else if (!strcmp(argv[1], "samples"))
         samples();
     else
