@@ -149,8 +149,8 @@ static const struct opt options[O_COUNT] = {
     [O_SM_LEAD] = {"CUSHARE_SM_WINDOW_LEAD_PCT", OPT_INT, false,
                    "use a whole percentage of the period from 0 to 25, e.g. 0"},
     [O_MPS_TURNS] = {"CUSHARE_MPS_TURNS", OPT_WORD, false,
-                     "use off (MPS clients never take turns) or filling (those whose kernels "
-                     "fill the GPU take turns in windows)"},
+                     "use filling (the default: MPS clients whose kernels fill the GPU take "
+                     "turns in windows) or off (MPS clients never take turns)"},
     [O_SM_SHARE] = {"CUSHARE_SM_SHARE", OPT_WORD, false,
                     "use throughput (share of the device's full-load work) or time (share of "
                     "GPU time)"},
@@ -397,6 +397,7 @@ int cs__config_parse(struct cs_config *out, char *const *env)
     out->log_level = CS_LOG_WARN;
     out->sm_period_us = CS_SM_PERIOD_DEFAULT_US;
     out->sm_window_lead_pct = CS_SM_WINDOW_LEAD_DEFAULT_PCT;
+    out->mps_turns_filling = true; /* an element-wise 25 + 75 pair: A:B 0.296 without */
     out->hami_log_level = -1;
     int rc = check_device_names(env);
     for (int id = 0; id < O_COUNT; id++) {

@@ -43,8 +43,9 @@ struct cs_config {
                                                coordinated windows, 0 = none */
     uint32_t sm_window_lead_pct;            /* CUSHARE_SM_WINDOW_LEAD_PCT: how early a window
                                                opens, % of the period */
-    bool mps_turns_filling;                 /* CUSHARE_MPS_TURNS=filling: MPS clients of
-                                               GPU-filling kernels take turns in windows */
+    bool mps_turns_filling;                 /* CUSHARE_MPS_TURNS=filling (default): MPS
+                                               clients of GPU-filling kernels take turns
+                                               in windows; off: never */
     bool sm_share_time;                     /* CUSHARE_SM_SHARE=time: no throughput corrections */
     int log_level;                          /* CUSHARE_LOG_LEVEL, else LIBCUDA_LOG_LEVEL
                                                (log.c reads them itself too) */

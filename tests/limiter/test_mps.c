@@ -24,8 +24,9 @@
  * an ordinary process, as with the real driver when no daemon runs.
  *
  * Case "filling": two MPS clients of GPU-filling kernels at 25 + 75 take
- * turns in windows only with CUSHARE_MPS_TURNS=filling (an opt-in until
- * measured on the H200; docs/limiter.md).
+ * turns in windows with CUSHARE_MPS_TURNS=filling (the default since the
+ * H200 measured it; docs/limiter.md) and not with off; the other cases set
+ * off where they compare against clients side by side.
  *
  *   limiter_mps_{alone,together,filling}: the case is the argument
  */
@@ -56,7 +57,7 @@ static void daemon_stop(void)
 
 /* A worker: its simulated GPU `state`, an MPS client or not, its own
  * ledger and stats file (by id); `board` groups the tenants that see
- * each other. Unset fields: --sm 25, 1 us per block, turns off. */
+ * each other. Unset fields: --sm 25, 1 us per block, CUSHARE_MPS_TURNS unset. */
 struct tenant {
     const char *state, *board, *blocks, *sync, *path, *limit, *ns_per_block, *turns;
     bool mps;
@@ -72,7 +73,7 @@ static pid_t worker(const struct tenant *t, int id)
         lim_kv("CUDA_DEVICE_SM_LIMIT=%s", t->limit ? t->limit : "25"),
         "GPU_CORE_UTILIZATION_POLICY=force",
         lim_kv("CUSHARE_BOARD=%s", lim_path(t->board)),
-        lim_kv("CUSHARE_MPS_TURNS=%s", t->turns ? t->turns : "off"),
+        t->turns ? lim_kv("CUSHARE_MPS_TURNS=%s", t->turns) : NULL, /* unset: the default */
         NULL};
     const char *args[] = {"--blocks", t->blocks, "--sync", t->sync, "--path",
                           t->path ? t->path : "cuLaunchKernel", "--graph-kernels", "4", "--out",
@@ -116,9 +117,9 @@ static void case_together(void)
 }
 
 /* Case "filling": two MPS clients of GPU-filling kernels (4224 blocks) at
- * 25 + 75, on two simulated GPUs at once: with CUSHARE_MPS_TURNS=filling
- * they take turns in windows (launches held for their window), with the
- * default (off) never. */
+ * 25 + 75, on two simulated GPUs at once: with the default
+ * (CUSHARE_MPS_TURNS unset, i.e. filling) they take turns in windows
+ * (launches held for their window), with off never. */
 static void case_filling(void)
 {
     struct fakecuda_state *gpu[2] = {lim_gpu("turns.state"), lim_gpu("off.state")};
@@ -129,7 +130,7 @@ static void case_filling(void)
         for (int k = 0; k < 2; k++) {
             const struct tenant t = {.state = state[g], .board = lim_kv("board%d", g),
                                      .blocks = "4224", .sync = "4", .limit = lim[k],
-                                     .ns_per_block = "100", .turns = g ? "off" : "filling",
+                                     .ns_per_block = "100", .turns = g ? "off" : NULL,
                                      .mps = true};
             pid[g * 2 + k] = worker(&t, g * 2 + k);
         }
@@ -142,18 +143,18 @@ static void case_filling(void)
     for (int g = 0; g < 2; g++) {
         for (int k = 0; k < 2; k++) {
             lim_print_series(lim_kv("CUSHARE_MPS_TURNS=%s, 4224-block kernels, limit %s%%",
-                                    g ? "off" : "filling", lim[k]),
+                                    g ? "off" : "unset (filling)", lim[k]),
                              &s[g], k);
             lim_stats(&s[g], k, 1000, 3000, &mean[g][k], &sd);
             waits[g][k] = lim_stat(lim_path(lim_kv("w%d.out", g * 2 + k)), "window_waits");
         }
         printf("CUSHARE_MPS_TURNS=%s: %.1f%% + %.1f%% (A:B %.3f), launches held for a window "
-               "%lld + %lld\n", g ? "off" : "filling", mean[g][0], mean[g][1],
+               "%lld + %lld\n", g ? "off" : "unset (filling)", mean[g][0], mean[g][1],
                mean[g][0] / mean[g][1], waits[g][0], waits[g][1]);
     }
     CHECK_GT(waits[0][0], 0);   /* turns: both wait for their windows */
     CHECK_GT(waits[0][1], 0);
-    CHECK_EQ(waits[1][0], 0);   /* default: side by side, no windows */
+    CHECK_EQ(waits[1][0], 0);   /* off: side by side, no windows */
     CHECK_EQ(waits[1][1], 0);
     CHECK_LE(fabs(mean[0][0] / mean[0][1] / (25.0 / 75.0) - 1), 0.05);
 }

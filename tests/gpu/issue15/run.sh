@@ -18,6 +18,10 @@
 #           10/25/50/75 % and 25+75, time-sliced vs concurrent (+-5 pp, 1:3
 #           +-10 %); graph replay 4 x 25 % and 3 x 25 % (concurrent >= 2x
 #           time-sliced, >= 90 % of bare MPS). OUT/bench-*/.
+#   turns   the 25+75 pairs and graph 4 x 25 % again with GPU-filling clients
+#           taking turns (TURNS, default filling, the library's default; off:
+#           never): the pairs at 1:3 +-10 %, the graph tenants still side by
+#           side. OUT/bench-turns-*/.
 # SECS (default 3), WARMUP (1), START_DELAY (6), RUNS (1).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -148,6 +152,14 @@ step_bench() {
         --workload "elementwise=$B/limiter_workload elementwise"
     bench graph --limits none --mix 25+25+25+25 --mix 25+25+25 --mps-gain 2 --tolerance 5 --conserve 90 \
         --workload "graph=python3 $G"
+}
+
+step_turns() {
+    CUSHARE_MPS_TURNS=${TURNS:-filling} bench turns-pairs --limits none --mix 25+75 --tolerance 5 \
+        --conserve 95 --workload "matmul=python3 $GPU_ROOT/bench/limiter/matmul.py" \
+        --workload "elementwise=$B/limiter_workload elementwise"
+    CUSHARE_MPS_TURNS=${TURNS:-filling} bench turns-graph --limits none --mix 25+25+25+25 --mps-gain 2 \
+        --tolerance 5 --conserve 90 --workload "graph=python3 $G"
 }
 
 for s in $steps; do
