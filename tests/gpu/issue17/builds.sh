@@ -15,6 +15,7 @@ shift
 root=$(cd "$(dirname "$0")/../../.." && pwd)
 mkdir -p "$OUT"
 : > "$OUT/summary.txt"
+{ date -u; nvidia-smi -L; git -C "$root" log --oneline -1; } > "$OUT/env.txt" 2>&1
 for b in "$@"; do
     name=${b%%=*} src=$(cd "${b#*=}" && pwd) build=$root/build-${b%%=*}
     mkdir -p "$build"
