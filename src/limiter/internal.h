@@ -170,6 +170,17 @@ uint64_t cs__tenant_others(int d);
  * skipped); returns how many were written. */
 int cs__tenant_pids(unsigned *out, int cap);
 
+/* How early a window of len_us opens, overlapping the previous owner's
+ * end: CUSHARE_SM_WINDOW_LEAD_PCT of the period, at most len_us. The
+ * watcher adds it to the window it posts (watch.c, window_for); the launch
+ * path, which reads only the sum, gets it back as cs__lim_window_lead_us(
+ * period, sum / 2): the lead is at most the length, so at most half the sum. */
+static inline uint64_t cs__lim_window_lead_us(uint64_t period_us, uint64_t len_us)
+{
+    uint64_t lead = period_us * cs__config()->sm_window_lead_pct / 100;
+    return lead < len_us ? lead : len_us;
+}
+
 /* The tenant's virtual clock of device d (law.h), shared by its processes
  * through the ledger header (dev[d].pace_vt_ns, docs/ledger.md). */
 static inline int64_t *cs__lim_clock(int d)

@@ -499,9 +499,8 @@ static int64_t own_window_end(const struct cs_lim_dev *D, int64_t now)
     struct cs_window w = window_of(D);
     if (!w.len_ns)
         return 0;
-    int64_t lead = w.period_ns * (int64_t)cs__config()->sm_window_lead_pct / 100;
-    if (lead > w.len_ns / 2)
-        lead = w.len_ns / 2;
+    int64_t lead = (int64_t)cs__lim_window_lead_us((uint64_t)w.period_ns / 1000,
+                                                   (uint64_t)w.len_ns / 2000) * 1000;
     int64_t phase = ((now - w.off_ns) % w.period_ns + w.period_ns) % w.period_ns;
     return phase >= lead && phase < w.len_ns ? now + w.len_ns - phase : 0;
 }

@@ -559,9 +559,7 @@ static uint64_t window_for(int d, const struct cs_board_view *v, bool engaged, b
      * wake up and launch), and time lost inside our window (a sync gap of
      * a shallow queue) can be made up there. The law still holds us to our
      * limit. */
-    uint64_t lead = (uint64_t)period_us * cs__config()->sm_window_lead_pct / 100;
-    if (lead > len)
-        lead = len;
+    uint64_t lead = cs__lim_window_lead_us(period_us, len);
     off = (off + period_us - lead) % period_us;
     return off << 32 | (len + lead);
 }
