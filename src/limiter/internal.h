@@ -110,8 +110,8 @@ struct cs_lim_dev {
                                     (pct * 100 scaled for clock boost and
                                     fulfilment); 0 = pct * 100 */
     uint64_t sleep_ns;           /* atomic: time pacing slept on this device */
-    uint64_t law_in_window_ns;   /* atomic: of it, the law's sleeps inside our
-                                    own window (time nobody may use) */
+    uint64_t law_in_window_ns;   /* atomic: window time the law's holds left
+                                    idle (our queue dry, our window open) */
     int engaged;                 /* atomic: pacing on (policy decision) */
     uint64_t window;             /* atomic; written by the watcher: our window
                                     in the device's coordinated schedule,

@@ -99,7 +99,7 @@ static struct {
         int64_t scales_held_until; /* boost and fulfilment kept at 1 until then */
         bool full_window;        /* our window is our limit of every period */
         int64_t pacing_logged_ns; /* pacing summary last logged (debug) */
-        uint64_t pacing_at[4];   /* own, work, slept, law-in-window then */
+        uint64_t pacing_at[4];   /* own, work, slept, window idled by the law, then */
         uint32_t logged_pm;      /* share last logged */
     } dev[CS_MAX_DEVICES];
     /* One entry per tick, the last second and one more: the tenant's GPU
@@ -410,15 +410,17 @@ static void update_boost(int d, int util, uint32_t own_ppm, int64_t now)
 }
 
 /* Debug, once a second: where our time went (charged GPU time, work,
- * pacing sleeps and the part of them the law spent inside our own window,
- * which nobody may use) and how far our clock runs ahead of real time. */
+ * pacing sleeps, the time of our own window that the law's holds left
+ * idle, which nobody may use) and how far our clock runs ahead of real
+ * time. */
 static void log_pacing(int d, int64_t now)
 {
     __typeof__(W.dev[0]) *w = &W.dev[d];
     const struct cs_lim_dev *D = &cs__lim_devs[d];
-    if (!cs__log_enabled(CS_LOG_DEBUG) || !D->law_running ||
+    if (!cs__log_enabled(CS_LOG_DEBUG) || !__atomic_load_n(&D->engaged, __ATOMIC_RELAXED) ||
+        !__atomic_load_n(&D->own_total, __ATOMIC_RELAXED) ||
         now - w->pacing_logged_ns < 1000000000ll)
-        return;
+        return; /* a device we have not run on says nothing */
     uint64_t at[4] = {__atomic_load_n(&D->own_total, __ATOMIC_RELAXED),
                       __atomic_load_n(&D->own_work, __ATOMIC_RELAXED),
                       __atomic_load_n(&D->sleep_ns, __ATOMIC_RELAXED),
@@ -432,7 +434,7 @@ static void log_pacing(int d, int64_t now)
     uint64_t win = __atomic_load_n(&D->window, __ATOMIC_RELAXED);
     if (w->pacing_logged_ns)
         cs_debug(SUBSYS, "device %d: last %.2f s: charged %.1f ms (work %.1f ms), slept %.1f "
-                 "ms, %.1f ms of it by the law inside our window; clock %+.1f ms; window %u "
+                 "ms, %.1f ms of our window left idle by the law; clock %+.1f ms; window %u "
                  "us at %u us", d, (double)(now - w->pacing_logged_ns) / 1e9, ms[0], ms[1],
                  ms[2], ms[3], lead, (unsigned)(win & 0xffffffffu), (unsigned)(win >> 32));
     w->pacing_logged_ns = now;
