@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# What NVML lists for MPS clients (node view, docs/mps.md): starts a private
+# MPS control daemon on GPU 0, runs one CUDA client (a driver-API context
+# that sleeps), and prints nvmlDeviceGetComputeRunningProcesses_v3 and
+# nvmlDeviceGetMPSComputeRunningProcesses_v3 with the client's pid, then the
+# same without MPS. No build needed.   tests/gpu/issue15/nvml_mps.sh
+set -u
+d=$(mktemp -d /tmp/nvml-mps.XXXXXX)
+export CUDA_MPS_PIPE_DIRECTORY=$d/pipe CUDA_MPS_LOG_DIRECTORY=$d/log
+mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+client() { # a context that lives 6 s
+    python3 - << 'PY' &
+import ctypes, time
+cu = ctypes.CDLL("libcuda.so.1")
+ctx = ctypes.c_void_p()
+assert cu.cuInit(0) == 0
+dev = ctypes.c_int()
+assert cu.cuDeviceGet(ctypes.byref(dev), 0) == 0
+assert cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev) == 0
+assert cu.cuCtxSetCurrent(ctx) == 0
+p = ctypes.c_uint64()
+assert cu.cuMemAlloc_v2(ctypes.byref(p), 1 << 20) == 0
+time.sleep(6)
+PY
+    echo $!
+}
+lists() { # what NVML says now
+    python3 - "$1" << 'PY'
+import ctypes, sys
+nv = ctypes.CDLL("libnvidia-ml.so.1")
+class Info(ctypes.Structure):
+    _fields_ = [("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong),
+                ("gpuInstanceId", ctypes.c_uint), ("computeInstanceId", ctypes.c_uint)]
+assert nv.nvmlInit_v2() == 0
+h = ctypes.c_void_p()
+assert nv.nvmlDeviceGetHandleByIndex_v2(0, ctypes.byref(h)) == 0
+for name in ("nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetMPSComputeRunningProcesses_v3"):
+    arr = (Info * 64)()
+    n = ctypes.c_uint(64)
+    rc = getattr(nv, name)(h, ctypes.byref(n), arr)
+    print(f"  {name}: rc {rc}, {n.value} entries:",
+          ", ".join(f"pid {arr[i].pid} ({arr[i].usedGpuMemory >> 20} MiB)" for i in range(n.value)))
+print(f"  (client pid {sys.argv[1]})")
+PY
+}
+echo "== with MPS"
+nvidia-cuda-mps-control -d
+sleep 1
+c=$(client)
+sleep 3
+lists "$c"
+echo "  server: $(pgrep -f nvidia-cuda-mps-server | tr '\n' ' ')"
+wait "$c"
+echo quit | nvidia-cuda-mps-control
+sleep 1
+echo "== without MPS"
+unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+c=$(client)
+sleep 3
+lists "$c"
+wait "$c"
+rm -rf "$d"
