@@ -242,6 +242,26 @@ static void tenant_scalars(FILE *out, const struct cs_node_model *m)
     }
 }
 
+/* Per live process of a live tenant (a process holds one slot of a ledger,
+ * so the labels are unique): the tenant's labels and the process's pids
+ * (its own, and the host's that NVML and nvidia-smi show). */
+static void process_metrics(FILE *out, const struct cs_node_model *m)
+{
+    head(out, "cushare_process_mps", "gauge",
+         "1 while NVML lists the process as an MPS client (concurrent mode), 0 time-sliced.");
+    for (int i = 0; i < m->ntenants; i++) {
+        const struct cs_node_tenant *t = m->tenant[i];
+        for (int k = 0; k < t->nproc && !t->gone; k++) {
+            if (!t->proc[k].alive)
+                continue;
+            fputs("cushare_process_mps", out);
+            tenant_labels(out, t, -1);
+            fprintf(out, ",pid=\"%" PRId32 "\",host_pid=\"%" PRId32 "\"} %d\n", t->proc[k].pid,
+                    t->proc[k].host_pid, t->proc[k].mps ? 1 : 0);
+        }
+    }
+}
+
 static void gpu_metrics(FILE *out, const struct cs_node_model *m)
 {
     head(out, "cushare_gpu_memory_total_bytes", "gauge", "Physical memory of the GPU (NVML).");
@@ -272,6 +292,7 @@ void cs_node_print_prom(FILE *out, const struct cs_node_model *m)
 {
     tenant_metrics(out, m);
     tenant_scalars(out, m);
+    process_metrics(out, m);
     gpu_metrics(out, m);
 }
 

@@ -43,6 +43,7 @@ struct nvml_api {
     nvmlReturn_t (*util)(nvmlDevice_t, nvmlUtilization_t *);
     nvmlReturn_t (*putil)(nvmlDevice_t, nvmlProcessUtilizationSample_t *, unsigned int *,
                           unsigned long long);
+    nvmlReturn_t (*mps)(nvmlDevice_t, unsigned int *, nvmlProcessInfo_t *);
 };
 static struct nvml_api nv; /* the model's thread only */
 
@@ -64,8 +65,24 @@ static bool nvml_load(void)
                                                                       "nvmlDeviceGetUtilizationRates");
     nv.putil = (nvmlReturn_t(*)(nvmlDevice_t, nvmlProcessUtilizationSample_t *, unsigned int *,
                                 unsigned long long))dlsym(h, "nvmlDeviceGetProcessUtilization");
+    nv.mps = (nvmlReturn_t(*)(nvmlDevice_t, unsigned int *, nvmlProcessInfo_t *))dlsym(
+        h, "nvmlDeviceGetMPSComputeRunningProcesses_v3");
     nv.ok = nv.init && nv.count && nv.handle && nv.uuid && nv.init() == NVML_SUCCESS;
     return nv.ok;
+}
+
+/* Grows the reusable array *arr (*cap elements of `size` bytes) to hold at
+ * least n. False when memory is short: the array stays as it was. */
+static bool reserve(void **arr, int *cap, unsigned n, size_t size)
+{
+    if ((int)n <= *cap)
+        return true;
+    void *p = realloc(*arr, n * size);
+    if (!p)
+        return false;
+    *arr = p;
+    *cap = (int)n;
+    return true;
 }
 
 /* Adds one process's sample, averaging several samples of one pid (the
@@ -94,14 +111,7 @@ static void sample_process_util(struct cs_node_gpu *g, nvmlDevice_t d)
     n += 8; /* processes may arrive between the two calls */
     nvmlProcessUtilizationSample_t *buf = calloc(n, sizeof *buf);
     uint32_t *nsamples = calloc(n, sizeof *nsamples);
-    if (buf && nsamples && (int)n > g->putil_cap) {
-        struct cs_node_putil *p = realloc(g->putil, n * sizeof *p);
-        if (p) {
-            g->putil = p;
-            g->putil_cap = (int)n;
-        }
-    }
-    if (buf && nsamples && (int)n <= g->putil_cap &&
+    if (buf && nsamples && reserve((void **)&g->putil, &g->putil_cap, n, sizeof *g->putil) &&
         nv.putil(d, buf, &n, g->putil_seen_us) == NVML_SUCCESS) {
         for (unsigned i = 0; i < n; i++) {
             putil_add(g, &buf[i], nsamples);
@@ -111,6 +121,40 @@ static void sample_process_util(struct cs_node_gpu *g, nvmlDevice_t d)
     }
     free(buf);
     free(nsamples);
+}
+
+/* NVML's MPS clients of the GPU, into its reusable buffer: one query when
+ * the buffer is big enough, else one more after growing it to what NVML
+ * said it needs (and a little: clients may arrive in between). Any failure
+ * (no such entry point, an old driver) leaves the list empty: the mode is
+ * display only. */
+static void sample_mps(struct cs_node_gpu *g, nvmlDevice_t d)
+{
+    g->nmps = 0;
+    for (int tries = 0; nv.mps && tries < 2; tries++) {
+        unsigned n = (unsigned)g->mps_cap;
+        nvmlReturn_t r = nv.mps(d, &n, g->mps);
+        if (r == NVML_SUCCESS && n <= (unsigned)g->mps_cap) {
+            g->nmps = (int)n;
+            return;
+        }
+        if (r != NVML_ERROR_INSUFFICIENT_SIZE ||
+            !reserve((void **)&g->mps, &g->mps_cap, n + 8, sizeof *g->mps))
+            return;
+    }
+}
+
+/* Clears a GPU's facts for a new refresh, keeping its reusable buffers. */
+static void gpu_clear(struct cs_node_gpu *g)
+{
+    struct cs_node_gpu keep = *g;
+    memset(g, 0, sizeof *g);
+    g->putil = keep.putil;
+    g->putil_cap = keep.putil_cap;
+    g->mps = keep.mps;
+    g->mps_cap = keep.mps_cap;
+    g->nvml_index = -1;
+    g->util = -1;
 }
 
 static void sample_gpus(struct cs_node_model *m)
@@ -124,15 +168,10 @@ static void sample_gpus(struct cs_node_model *m)
         if (nv.handle(i, &d) != NVML_SUCCESS)
             continue;
         struct cs_node_gpu *g = &m->gpu[m->ngpus];
-        struct cs_node_putil *keep = g->putil;
-        int keep_cap = g->putil_cap;
         uint64_t seen = g->putil_seen_us;
-        memset(g, 0, sizeof *g);
-        g->putil = keep;
-        g->putil_cap = keep_cap;
+        gpu_clear(g);
         g->putil_seen_us = seen;
         g->nvml_index = (int)i;
-        g->util = -1;
         if (nv.uuid(d, g->uuid, sizeof g->uuid) != NVML_SUCCESS)
             continue;
         if (nv.name)
@@ -146,6 +185,7 @@ static void sample_gpus(struct cs_node_model *m)
         if (nv.util && nv.util(d, &u) == NVML_SUCCESS)
             g->util = (int)u.gpu;
         sample_process_util(g, d);
+        sample_mps(g, d);
         m->ngpus++;
     }
 }
@@ -173,14 +213,8 @@ static int gpu_by_uuid(struct cs_node_model *m, const char *uuid, uint64_t total
     if (m->ngpus == CS_NODE_MAX_GPUS)
         return -1;
     struct cs_node_gpu *g = &m->gpu[m->ngpus];
-    struct cs_node_putil *keep = g->putil;
-    int keep_cap = g->putil_cap;
-    memset(g, 0, sizeof *g);
-    g->putil = keep;
-    g->putil_cap = keep_cap;
+    gpu_clear(g);
     snprintf(g->uuid, sizeof g->uuid, "%s", uuid);
-    g->nvml_index = -1;
-    g->util = -1;
     g->mem_total = total;
     return m->ngpus++;
 }
@@ -297,6 +331,13 @@ static uint64_t rise(uint64_t now, uint64_t before)
     return now > before ? now - before : 0;
 }
 
+/* The pid NVML lists a process under: the host's, else its own (no
+ * namespace between them, or not yet resolved). */
+static uint32_t nvml_pid(const struct cs_status_process *p)
+{
+    return (uint32_t)(p->host_pid > 0 ? p->host_pid : p->pid);
+}
+
 /* The NVML SM utilisation (0..1) of the tenant's live processes on
  * device d; -1 when NVML has no sample of that GPU. */
 static double nvml_busy(const struct cs_node_model *m, const struct cs_node_tenant *t, int d)
@@ -307,13 +348,40 @@ static double nvml_busy(const struct cs_node_model *m, const struct cs_node_tena
     const struct cs_node_gpu *gpu = &m->gpu[g];
     unsigned sm = 0;
     for (int k = 0; k < t->nproc; k++) {
-        const struct cs_status_process *p = &t->proc[k];
-        uint32_t pid = (uint32_t)(p->host_pid > 0 ? p->host_pid : p->pid);
+        uint32_t pid = nvml_pid(&t->proc[k]);
         for (int j = 0; j < gpu->nputil; j++)
             if (gpu->putil[j].pid == pid)
                 sm += gpu->putil[j].sm;
     }
     return sm > 100 ? 1.0 : sm / 100.0;
+}
+
+static bool lists_mps(const struct cs_node_gpu *g, uint32_t pid)
+{
+    for (int j = 0; j < g->nmps; j++)
+        if (g->mps[j].pid == pid)
+            return true;
+    return false;
+}
+
+/* Marks the processes NVML lists as MPS clients of the GPU one of the
+ * tenant's devices is on, and counts them per device. */
+static void mark_mps(const struct cs_node_model *m, struct cs_node_tenant *t)
+{
+    int gpu[CS_MAX_DEVICES];
+    for (int d = 0; d < CS_MAX_DEVICES; d++) {
+        gpu[d] = cs_node_gpu_of(m, t, d);
+        t->dev[d].nmps = 0;
+    }
+    for (int k = 0; k < t->nproc; k++) {
+        struct cs_status_process *p = &t->proc[k];
+        p->mps = false;
+        for (int d = 0; d < CS_MAX_DEVICES; d++)
+            if (gpu[d] >= 0 && lists_mps(&m->gpu[gpu[d]], nvml_pid(p))) {
+                p->mps = true;
+                t->dev[d].nmps++;
+            }
+    }
 }
 
 /* A tenant without a compute limit is not timed by the limiter; its GPU
@@ -462,6 +530,7 @@ static bool read_tenant(struct cs_node_model *m, struct cs_node_tenant *t, int64
     bool ok = read_slots(m, t, &h);
     if (ok) {
         copy_header(t, &h);
+        mark_mps(m, t);
         add_nvml_time(m, t, dt);
         accumulate(t, prev, nprev, m->now_ns);
     }
@@ -506,8 +575,10 @@ void cs_node_model_free(struct cs_node_model *m)
         return;
     for (int i = 0; i < m->ntenants; i++)
         tenant_free(m->tenant[i]);
-    for (int g = 0; g < CS_NODE_MAX_GPUS; g++)
+    for (int g = 0; g < CS_NODE_MAX_GPUS; g++) {
         free(m->gpu[g].putil);
+        free(m->gpu[g].mps);
+    }
     free(m->found);
     free(m->slot_buf);
     free(m);

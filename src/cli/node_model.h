@@ -10,6 +10,11 @@
  * refresh reads a tenant's header; its slot table only when membership
  * changed (claim_hint, live, reaped), else only the slots last seen LIVE.
  *
+ * Which processes are MPS clients (docs/mps.md) comes from NVML's MPS
+ * process list of each GPU, one query per GPU per refresh, matched by host
+ * pid; never from the control daemon (a process spawned per question).
+ * Display only: without that NVML entry point nobody is marked.
+ *
  * Rates (achieved compute share, throttled) come from per-process
  * counters in the slots (gpu_ns[d], throttled_ns), folded into per-tenant
  * cumulative counters that survive processes leaving; the share of the
@@ -47,6 +52,8 @@ struct cs_node_tenant_dev {
     bool share_nvml;                        /* no limit: estimated from NVML's
                                                per-process SM utilisation */
     bool starved;
+    int nmps;                               /* processes NVML lists as MPS
+                                               clients of this device's GPU */
 };
 
 struct cs_node_tenant {
@@ -85,6 +92,10 @@ struct cs_node_gpu {
     struct cs_node_putil { uint32_t pid, sm; } *putil;
     int nputil, putil_cap;
     uint64_t putil_seen_us;                 /* lastSeenTimeStamp of the next query */
+    /* NVML's MPS clients of the last refresh (nvmlProcessInfo_t, pid = the
+     * host's): the buffer is reused, grown when NVML needs more. */
+    struct nvmlProcessInfo_st *mps;
+    int nmps, mps_cap;
 };
 
 struct cs_node_model {

@@ -13,6 +13,9 @@
 
 #define MIB (1024.0 * 1024.0)
 #define HIST_W_MAX 16
+#define FLAGS_W 8       /* "SUSP MPS" */
+/* Row width without the history: 80 columns leave it 5. */
+#define ROW_W (67 + FLAGS_W)
 
 static const char ramp[] = " .:-=+*#"; /* sparkline levels, ASCII */
 
@@ -46,13 +49,20 @@ static const char *best_tier(const struct cs_node_tenant *t)
     return best < 0 ? "-" : cs__ledger_identity_name((uint32_t)best);
 }
 
+/* FLAGS of a tenant's device row: GONE alone; else SUSP (parked), STARVED
+ * and MPS (some process is an MPS client of this GPU), as many as fit
+ * FLAGS_W in that order (STARVED leaves MPS to the process rows); "-". */
 static void flags_text(const struct cs_node_tenant *t, int d, char *out, size_t n)
 {
-    if (t->gone)
-        snprintf(out, n, "GONE");
-    else
-        snprintf(out, n, "%s%s%s", t->suspended ? "SUSP " : "", t->dev[d].starved ? "STARVED" : "",
-                 !t->suspended && !t->dev[d].starved ? "-" : "");
+    const char *word[] = {t->suspended ? "SUSP" : NULL, t->dev[d].starved ? "STARVED" : NULL,
+                          t->dev[d].nmps ? "MPS" : NULL};
+    size_t len = 0;
+    snprintf(out, n, "%s", t->gone ? "GONE" : "-");
+    for (size_t i = 0; i < sizeof word / sizeof word[0] && !t->gone; i++) {
+        size_t w = word[i] ? strlen(word[i]) + (len ? 1 : 0) : 0;
+        if (w && len + w <= FLAGS_W && len + w < n)
+            len += (size_t)snprintf(out + len, n - len, "%s%s", len ? " " : "", word[i]);
+    }
 }
 
 static void categories(FILE *out, const struct cs_node_tenant *t, int d)
@@ -74,10 +84,10 @@ static void processes(FILE *out, const struct cs_node_tenant *t, int d)
         const struct cs_status_process *p = &t->proc[k];
         char ident[48];
         cs_status_identity_text(p, ident, sizeof ident);
-        fprintf(out, "      pid %-8" PRId32 " host %-8" PRId32 " %-5s %9.1f MiB  %-16s%s\n", p->pid,
-                p->host_pid, p->alive ? "live" : "dead",
-                (double)cs_status_process_total(p, d) / MIB, ident,
-                p->suspended ? " suspended" : "");
+        fprintf(out, "      pid %-8" PRId32 " host %-8" PRId32 " %-5s %9.1f MiB  %-16s%s%s\n",
+                p->pid, p->host_pid, p->alive ? "live" : "dead",
+                (double)cs_status_process_total(p, d) / MIB, ident, p->mps ? " MPS" : "",
+                p->suspended ? " SUSP" : "");
     }
 }
 
@@ -85,7 +95,7 @@ static void tenant_row(FILE *out, const struct cs_node_tenant *t, int d, bool se
 {
     const struct cs_status_device *i = &t->devinfo[d];
     const struct cs_node_tenant_dev *v = &t->dev[d];
-    char lim[16], share[16], thr[8], fl[24];
+    char lim[16], share[16], thr[8], fl[FLAGS_W + 1];
     if (i->limit)
         snprintf(lim, sizeof lim, "%.0f", (double)i->limit / MIB);
     else
@@ -101,7 +111,7 @@ static void tenant_row(FILE *out, const struct cs_node_tenant *t, int d, bool se
     fprintf(out, "%c %-16.16s %8.1f %7s %7s ", sel ? '>' : ' ', tenant_name(t),
             (double)i->used / MIB, lim, share);
     spark(out, t, d, hist_w);
-    fprintf(out, " %3s %-7.7s %3" PRId32 " %3d %.8s\n", thr, fl, t->priority, t->nproc,
+    fprintf(out, " %3s %-*s %3" PRId32 " %3d %.8s\n", thr, FLAGS_W, fl, t->priority, t->nproc,
             best_tier(t));
 }
 
@@ -127,8 +137,8 @@ static void gpu_line(FILE *out, const struct cs_node_gpu *g, int width)
 
 static void header_row(FILE *out, int hist_w)
 {
-    fprintf(out, "  %-16s %8s %7s %7s %-*s %3s %-7s %3s %3s %s\n", "TENANT", "MEM MiB", "LIM MiB",
-            "SM%/LIM", hist_w, "HISTORY", "THR", "FLAGS", "PRI", "NP", "ID");
+    fprintf(out, "  %-16s %8s %7s %7s %-*s %3s %-*s %3s %3s %s\n", "TENANT", "MEM MiB", "LIM MiB",
+            "SM%/LIM", hist_w, "HISTORY", "THR", FLAGS_W, "FLAGS", "PRI", "NP", "ID");
 }
 
 void cs_node_print_top(FILE *out, const struct cs_node_model *m, const struct cs_node_top_opts *o)
@@ -144,7 +154,7 @@ void cs_node_print_top(FILE *out, const struct cs_node_model *m, const struct cs
     fprintf(out, "cushare top  %s  %d tenant%s  sort %s\n", now, live, live == 1 ? "" : "s",
             o->sort == CS_NODE_SORT_SHARE ? "share" : "memory");
     fprintf(out, "keys: m/s sort  j/k move  enter expand  q quit\n\n");
-    int hist_w = o->width - 74;
+    int hist_w = o->width - ROW_W;
     hist_w = hist_w < 4 ? 4 : hist_w > HIST_W_MAX ? HIST_W_MAX : hist_w;
     int idx[CS_NODE_MAX_TENANTS];
     int n = cs_node_order(m, o->sort, idx);
@@ -236,9 +246,11 @@ static void json_tenant(FILE *out, const struct cs_node_tenant *t)
         }
     fputs("],\"pids\":[", out);
     for (int k = 0; k < t->nproc; k++)
-        fprintf(out, "%s{\"pid\":%" PRId32 ",\"host_pid\":%" PRId32 ",\"alive\":%s,\"suspended\":%s}",
+        fprintf(out, "%s{\"pid\":%" PRId32 ",\"host_pid\":%" PRId32 ",\"alive\":%s,\"suspended\":%s"
+                     ",\"mode\":\"%s\"}",
                 k ? "," : "", t->proc[k].pid, t->proc[k].host_pid,
-                t->proc[k].alive ? "true" : "false", t->proc[k].suspended ? "true" : "false");
+                t->proc[k].alive ? "true" : "false", t->proc[k].suspended ? "true" : "false",
+                cs_status_mode_name(&t->proc[k]));
     fputs("]}", out);
 }
 

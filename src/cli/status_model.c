@@ -148,6 +148,11 @@ const char *cs_status_policy_name(uint32_t p)
     }
 }
 
+const char *cs_status_mode_name(const struct cs_status_process *p)
+{
+    return p->mps ? "mps" : "time-sliced";
+}
+
 static uint64_t dev_free(const struct cs_status_device *d)
 {
     return d->used >= d->limit ? 0 : d->limit - d->used;
@@ -309,7 +314,7 @@ void cs_status_print_json(FILE *out, const struct cs_status *st)
                      "\"start_ns\":%" PRIu64 ",\"bytes\":{",
                 i ? "," : "", p->slot, p->pid, p->host_pid, p->alive ? "live" : "dead",
                 cs__ledger_identity_name(p->identity), p->identity_reason, p->lock_waits,
-                p->suspended ? "true" : "false", p->mps ? "mps" : "time-sliced", p->start_ns);
+                p->suspended ? "true" : "false", cs_status_mode_name(p), p->start_ns);
         for (int k = 0; k < st->ndev; k++) {
             int d = st->dev[k].index;
             fprintf(out, "%s\"dev%d\":{", k ? "," : "", d);

@@ -34,7 +34,8 @@ struct cs_status_process {
     int32_t pid, host_pid;
     bool alive;                 /* false: LIVE but its lock is free (not yet reaped) */
     bool suspended;             /* parked by `cushare suspend` */
-    bool mps;                   /* a client of a device's mps_pid daemon */
+    bool mps;                   /* an MPS client: of a device's mps_pid daemon
+                                 * (cs_mps_annotate), or NVML lists it (node view) */
     uint32_t identity;          /* enum cs_identity_tier */
     uint32_t identity_reason;   /* errno of the last fallback, 0 none */
     uint32_t lock_waits;        /* post-init lock waits (legacy probe) */
@@ -74,6 +75,8 @@ void cs_status_from_slot(const struct cs_ledger_slot *s, int i, struct cs_status
 /* "broker(ENOENT) w3": identity tier, reason, post-init lock waits. */
 void cs_status_identity_text(const struct cs_status_process *p, char *out, size_t len);
 const char *cs_status_policy_name(uint32_t p);
+/* "mps" for an MPS client, else "time-sliced": JSON's "mode" (docs/mps.md). */
+const char *cs_status_mode_name(const struct cs_status_process *p);
 void cs_status_json_string(FILE *out, const char *s);
 
 uint64_t cs_status_process_total(const struct cs_status_process *p, int dev);

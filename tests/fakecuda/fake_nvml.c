@@ -254,8 +254,9 @@ FC_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemor
     return NVML_SUCCESS;
 }
 
-/* Live processes with a context on physical device d. */
-static unsigned list_procs(int d, const struct fakecuda_proc **out, unsigned max)
+/* Live processes with a context on physical device d; only MPS clients of
+ * it when `mps_only`. */
+static unsigned list_procs(int d, bool mps_only, const struct fakecuda_proc **out, unsigned max)
 {
     fc_reap_dead();
     unsigned n = 0;
@@ -264,6 +265,8 @@ static unsigned list_procs(int d, const struct fakecuda_proc **out, unsigned max
         int pid = __atomic_load_n(&p->pid, __ATOMIC_ACQUIRE);
         if (!pid || !(__atomic_load_n(&p->ctx_mask, __ATOMIC_ACQUIRE) & (1u << d)) || !fc_pid_alive(pid))
             continue;
+        if (mps_only && !(__atomic_load_n(&p->mps_mask, __ATOMIC_ACQUIRE) & (1u << d)))
+            continue;
         if (n < max)
             out[n] = p;
         n++;
@@ -271,19 +274,18 @@ static unsigned list_procs(int d, const struct fakecuda_proc **out, unsigned max
     return n;
 }
 
-FC_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int *infoCount,
-                                                               nvmlProcessInfo_t *infos)
+/* One of NVML's process lists of device `device`: `extra` processes of
+ * nobody first, then the live processes with a context there (MPS clients
+ * only when `mps_only`), pid + FAKECUDA_NVML_PID_OFFSET. */
+static nvmlReturn_t process_list(nvmlDevice_t device, bool mps_only, unsigned extra,
+                                 unsigned int *infoCount, nvmlProcessInfo_t *infos)
 {
-    BEGIN(nvmlDeviceGetComputeRunningProcesses_v3, 1);
     int d = dev_index(device);
     if (d < 0 || !infoCount)
         return NVML_ERROR_INVALID_ARGUMENT;
     const struct fakecuda_proc *procs[FAKECUDA_MAX_PROCS];
-    unsigned n = list_procs(d, procs, FAKECUDA_MAX_PROCS);
-    /* FAKECUDA_NVML_EXTRA_PROCS: that many processes of nobody we know
-     * (pids no test process has) listed first, as on a busy node, so the
-     * real ones come after them. */
-    unsigned extra = fc_cfg.nvml_extra_procs, total = extra + n;
+    unsigned n = list_procs(d, mps_only, procs, FAKECUDA_MAX_PROCS);
+    unsigned total = extra + n;
     if (*infoCount < total) {
         *infoCount = total;
         return NVML_ERROR_INSUFFICIENT_SIZE;
@@ -300,6 +302,27 @@ FC_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t devi
     }
     *infoCount = total;
     return NVML_SUCCESS;
+}
+
+FC_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int *infoCount,
+                                                               nvmlProcessInfo_t *infos)
+{
+    BEGIN(nvmlDeviceGetComputeRunningProcesses_v3, 1);
+    /* FAKECUDA_NVML_EXTRA_PROCS: that many processes of nobody we know
+     * (pids no test process has) listed first, as on a busy node, so the
+     * real ones come after them. */
+    return process_list(device, false, fc_cfg.nvml_extra_procs, infoCount, infos);
+}
+
+/* MPS clients with a context on the device, each with its own memory (as
+ * the compute list shows them). The phantoms of FAKECUDA_NVML_EXTRA_PROCS
+ * stand for ordinary processes: never listed here. */
+FC_EXPORT nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v3(nvmlDevice_t device,
+                                                                  unsigned int *infoCount,
+                                                                  nvmlProcessInfo_t *infos)
+{
+    BEGIN(nvmlDeviceGetMPSComputeRunningProcesses_v3, 1);
+    return process_list(device, true, 0, infoCount, infos);
 }
 
 FC_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t *utilization)
@@ -348,7 +371,7 @@ FC_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
     if (d < 0 || !processSamplesCount)
         return NVML_ERROR_INVALID_ARGUMENT;
     const struct fakecuda_proc *procs[FAKECUDA_MAX_PROCS];
-    unsigned n = list_procs(d, procs, FAKECUDA_MAX_PROCS);
+    unsigned n = list_procs(d, false, procs, FAKECUDA_MAX_PROCS);
     if (!n)
         return NVML_ERROR_NOT_FOUND;
     uint64_t now = fc_now_ns(), now_us = realtime_us();

@@ -15,6 +15,12 @@
  *               CUDA_ERROR_MPS_CONNECTION_FAILED, and a later one retries;
  *               the connection lives exactly as long as the client
  *               (a fork child does not keep its parent's).
+ *   nvml list   nvmlDeviceGetMPSComputeRunningProcesses_v3 lists a client
+ *               with a context on the device (pid + FAKECUDA_NVML_PID_OFFSET,
+ *               its own memory), never an ordinary process, a phantom of
+ *               FAKECUDA_NVML_EXTRA_PROCS or a device without its context;
+ *               too small a count: NVML_ERROR_INSUFFICIENT_SIZE and the
+ *               count; FAKECUDA_FAIL_<sym> is honoured.
  *   occupancy   FAKECUDA_SMS, cuOccupancyMaxActiveBlocksPerMultiprocessor
  *               [WithFlags] and the cooperative-launch limit.
  *   timeline    clients' small kernels overlap (two clients' N kernels of
@@ -371,6 +377,69 @@ static void fault_spreads(void)
     }
 }
 
+/* A process with a context on device 0 (an MPS client when `dir` has the
+ * daemon): says so on `ready`, then lives until a byte on `hold`. */
+static void child_holder(const char *dir, int ready, int hold)
+{
+    pipe_dir(dir);
+    CHECK_EQ(cuInit(0), CUDA_SUCCESS);
+    ctx_up(0);
+    CHECK_EQ(write(ready, "r", 1), 1);
+    char c;
+    CHECK_EQ(read(hold, &c, 1), 1);
+    exit(0);
+}
+
+static nvmlDevice_t nvml_dev(unsigned idx)
+{
+    nvmlDevice_t dev;
+    CHECK_EQ(nvmlInit_v2(), NVML_SUCCESS);
+    CHECK_EQ(nvmlDeviceGetHandleByIndex_v2(idx, &dev), NVML_SUCCESS);
+    return dev;
+}
+
+/* NVML's two lists while `client` (an MPS client) and `ordinary` hold
+ * contexts on device 0, seen by a process whose NVML adds `offset`. */
+static void child_nvml_lists(pid_t client, pid_t ordinary, int offset)
+{
+    char off[16];
+    snprintf(off, sizeof off, "%d", offset);
+    setenv("FAKECUDA_NVML_PID_OFFSET", off, 1);
+    setenv("FAKECUDA_NVML_EXTRA_PROCS", "3", 1);
+    nvmlDevice_t dev = nvml_dev(0);
+    unsigned n = 0;
+    CHECK_EQ(nvmlDeviceGetMPSComputeRunningProcesses_v3(dev, &n, NULL), NVML_ERROR_INSUFFICIENT_SIZE);
+    CHECK_EQ(n, 1);
+    nvmlProcessInfo_t info[8];
+    n = 8;
+    CHECK_EQ(nvmlDeviceGetMPSComputeRunningProcesses_v3(dev, &n, info), NVML_SUCCESS);
+    CHECK_EQ(n, 1);
+    CHECK_EQ(info[0].pid, (unsigned)(client + offset));
+    CHECK_EQ_U(info[0].usedGpuMemory, MPS_CTX_BYTES);
+    /* The compute list has both, after the 3 phantoms. */
+    n = 8;
+    CHECK_EQ(nvmlDeviceGetComputeRunningProcesses_v3(dev, &n, info), NVML_SUCCESS);
+    CHECK_EQ(n, 5);
+    CHECK_EQ(info[3].pid + info[4].pid, (unsigned)(client + ordinary + 2 * offset));
+    /* Device 1: the client's too (mps_mask), but no context there. */
+    n = 0;
+    CHECK_EQ(nvmlDeviceGetMPSComputeRunningProcesses_v3(nvml_dev(1), &n, NULL), NVML_SUCCESS);
+    CHECK_EQ(n, 0);
+    CHECK_EQ(nvmlDeviceGetMPSComputeRunningProcesses_v3(NULL, &n, NULL),
+             NVML_ERROR_INVALID_ARGUMENT);
+    exit(0);
+}
+
+static void child_nvml_fails(void)
+{
+    setenv("FAKECUDA_FAIL_nvmlDeviceGetMPSComputeRunningProcesses_v3", "3", 1);
+    unsigned n = 8;
+    nvmlProcessInfo_t info[8];
+    CHECK_EQ(nvmlDeviceGetMPSComputeRunningProcesses_v3(nvml_dev(0), &n, info),
+             NVML_ERROR_NOT_SUPPORTED);
+    exit(0);
+}
+
 /* ---- scenarios ------------------------------------------------------------ */
 
 static void detection_off(void)
@@ -532,6 +601,37 @@ static void detection_fork(void)
     CHECK(write(hold[1], "x", 1) == 1);
     /* The grandchild is not ours to wait for: its end closes when it exits. */
     conn_wait_closed(fd);
+}
+
+static void nvml_list(void)
+{
+    int ready[2], hold[2];
+    CHECK(pipe(ready) == 0 && pipe(hold) == 0);
+    pid_t client = fork_child();
+    if (client == 0)
+        child_holder(g_pipe, ready[1], hold[0]);
+    pid_t ordinary = fork_child();
+    if (ordinary == 0)
+        child_holder(g_none, ready[1], hold[0]);
+    char c[2];
+    cs_read_full(ready[0], c, 2, CHILD_MS);
+    for (int offset = 0; offset <= 1000; offset += 1000) {
+        pid_t pid = fork_child();
+        if (pid == 0)
+            child_nvml_lists(client, ordinary, offset);
+        cs_wait_ok(pid, CHILD_MS);
+    }
+    pid_t pid = fork_child();
+    if (pid == 0)
+        child_nvml_fails();
+    cs_wait_ok(pid, CHILD_MS);
+    CHECK(write(hold[1], "xx", 2) == 2);
+    cs_wait_ok(client, CHILD_MS);
+    cs_wait_ok(ordinary, CHILD_MS);
+    for (int i = 0; i < 2; i++) {
+        close(ready[i]);
+        close(hold[i]);
+    }
 }
 
 /* FAKECUDA_MPS_CTX_BYTES defaults to FAKECUDA_CTX_BYTES (not measured). */
@@ -1001,6 +1101,7 @@ int main(void)
     detection_on();
     detection_refused();
     detection_fork();
+    nvml_list();
     ctx_bytes_default();
     pid_t pid = fork_child();
     if (pid == 0)
@@ -1022,6 +1123,7 @@ int main(void)
     daemon_stop();
     fakecuda_state_close(st);
     cs_rmtree(g_dir);
-    printf("mps: detection, attribute 133, context bytes, occupancy, concurrent timeline\n");
+    printf("mps: detection, attribute 133, NVML's MPS list, context bytes, occupancy, "
+           "concurrent timeline\n");
     return 0;
 }

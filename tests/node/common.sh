@@ -36,3 +36,19 @@ wait_for() {
 
 node_json() { "$CLI" status --json --no-scan >"$T/node.json" 2>"$T/node.err"; }
 tenants_live() { node_json && [ "$(grep -o '"state":"live"' "$T/node.json" | wc -l)" -ge "$1" ]; }
+
+# start_exporter: `cushare exporter` on a free loopback port (PORT, its pid
+# EXP); up fetches /metrics into $T/metrics. Fails the test when it does not
+# serve. A taken port is said at once, so another is tried.
+up() { curl -s --max-time 2 "http://127.0.0.1:$PORT/metrics" >"$T/metrics"; }
+start_exporter() {
+  for try in 1 2 3 4 5 6 7 8; do
+    PORT=$(( 20000 + (RANDOM % 20000) ))
+    "$CLI" exporter --listen 127.0.0.1:$PORT --no-scan --interval 200 2>"$T/exporter.err" &
+    EXP=$!
+    PIDS+=($EXP)
+    for i in $(seq 1 $((50 * SCALE))); do up && break; kill -0 $EXP 2>/dev/null || break; sleep 0.1; done
+    up && return 0
+  done
+  fail "exporter did not serve: $(cat "$T/exporter.err")"
+}

@@ -14,17 +14,7 @@ tenant a 1g 25
 tenant b 2g 0
 wait_for 30 "2 tenants registered and live" tenants_live 2
 
-# A port nobody uses: the exporter says so at once when it is taken.
-for try in 1 2 3 4 5 6 7 8; do
-  PORT=$(( 20000 + (RANDOM % 20000) ))
-  "$CLI" exporter --listen 127.0.0.1:$PORT --no-scan --interval 200 2>"$T/exporter.err" &
-  EXP=$!
-  PIDS+=($EXP)
-  up() { curl -s --max-time 2 "http://127.0.0.1:$PORT/metrics" >"$T/metrics"; }
-  for i in $(seq 1 $((50 * SCALE))); do up && break; kill -0 $EXP 2>/dev/null || break; sleep 0.1; done
-  up && break
-done
-up || fail "exporter did not serve: $(cat "$T/exporter.err")"
+start_exporter
 
 has_tenants() { up && grep -q 'cushare_tenant_memory_limit_bytes{ledger="[^"]*/a\.ledger".*} 1073741824' "$T/metrics" &&
                 grep -q 'cushare_tenant_sm_limit_ratio{ledger="[^"]*/a\.ledger".*} 0.25' "$T/metrics" &&
