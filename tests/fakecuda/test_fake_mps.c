@@ -307,10 +307,9 @@ static pid_t fork_child(void)
     return pid;
 }
 
-/* A process of the fault scenario: a client or not; says "ready" on
- * `ready` once its context is up, then waits for a byte on `go` and checks
- * that its next calls fail with the sticky error (`hit`) or still work. */
-static void child_bystander(const char *dir, int ready, int go, int hit)
+/* A child's start: a context on device 0 (an MPS client when `dir` has the
+ * daemon), "r" on `ready` once it is up, then a byte awaited on `go`. */
+static void ctx_ready_then_wait(const char *dir, int ready, int go)
 {
     pipe_dir(dir);
     CHECK_EQ(cuInit(0), CUDA_SUCCESS);
@@ -318,6 +317,14 @@ static void child_bystander(const char *dir, int ready, int go, int hit)
     CHECK_EQ(write(ready, "r", 1), 1);
     char c;
     CHECK_EQ(read(go, &c, 1), 1);
+}
+
+/* A process of the fault scenario: a client or not; says "ready" on
+ * `ready` once its context is up, then waits for a byte on `go` and checks
+ * that its next calls fail with the sticky error (`hit`) or still work. */
+static void child_bystander(const char *dir, int ready, int go, int hit)
+{
+    ctx_ready_then_wait(dir, ready, go);
     CUresult want = hit ? CUDA_ERROR_ILLEGAL_ADDRESS : CUDA_SUCCESS;
     CHECK_EQ(cuCtxSynchronize(), want);
     CUdeviceptr p = 0;
@@ -381,12 +388,7 @@ static void fault_spreads(void)
  * daemon): says so on `ready`, then lives until a byte on `hold`. */
 static void child_holder(const char *dir, int ready, int hold)
 {
-    pipe_dir(dir);
-    CHECK_EQ(cuInit(0), CUDA_SUCCESS);
-    ctx_up(0);
-    CHECK_EQ(write(ready, "r", 1), 1);
-    char c;
-    CHECK_EQ(read(hold, &c, 1), 1);
+    ctx_ready_then_wait(dir, ready, hold);
     exit(0);
 }
 
