@@ -87,11 +87,16 @@ bool cs__law_well_under(const struct cs_law *l, int64_t now)
     return clamped(l, v, now) + scale(l, l->pending) <= now - credit(l) / 2;
 }
 
+int64_t cs__law_window_phase(const struct cs_window *w, int64_t now)
+{
+    return ((now - w->off_ns) % w->period_ns + w->period_ns) % w->period_ns;
+}
+
 int64_t cs__law_window_wait(const struct cs_window *w, int64_t queued_ns, int64_t now)
 {
     if (w->len_ns <= 0 || w->period_ns <= 0 || w->len_ns >= w->period_ns)
         return 0;
-    int64_t phase = ((now - w->off_ns) % w->period_ns + w->period_ns) % w->period_ns;
+    int64_t phase = cs__law_window_phase(w, now);
     if (phase < w->len_ns && (queued_ns <= 0 || phase + queued_ns <= w->len_ns))
         return 0;
     return w->period_ns - phase;

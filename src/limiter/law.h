@@ -74,6 +74,10 @@ void cs__law_pending(struct cs_law *l, int64_t est_ns);
 /* 0: launch now. Otherwise how long to sleep (ns) before asking again. */
 int64_t cs__law_wait(const struct cs_law *l, int64_t now);
 
+/* Where `now` falls in window w's period: 0 at the window's opening, up to
+ * period_ns - 1 (period_ns > 0). */
+int64_t cs__law_window_phase(const struct cs_window *w, int64_t now);
+
 /* 0: a launch may go now under window w, with `queued_ns` of our own work
  * still on the GPU (estimated): inside the window, and that work ends
  * before the window does (so the next tenant finds the GPU drained) —

@@ -376,12 +376,20 @@ static int64_t occ_scale(int64_t ns, uint32_t occ)
     return occ >= CS_LIM_OCC_FULL ? ns : (int64_t)((double)ns * occ / CS_LIM_OCC_FULL);
 }
 
+/* Signature key's entry, or NULL when it is unknown (0, never measured,
+ * or evicted by a colliding one). */
+static const struct cs_lim_sig *sig_known(struct cs_lim_dev *D, uint64_t key)
+{
+    const struct cs_lim_sig *e = key ? sig_slot(D, key) : NULL;
+    return e && e->key == key ? e : NULL;
+}
+
 /* Work of a launch measured or charged `charged` (already scaled by its
  * occupancy occ): at most its signature's minimum when that is known. */
 static int64_t sig_work(struct cs_lim_dev *D, uint64_t key, int64_t charged, uint32_t occ)
 {
-    const struct cs_lim_sig *e = key ? sig_slot(D, key) : NULL;
-    int64_t mn = e && e->key == key ? occ_scale(sig_min(e), occ) : 0;
+    const struct cs_lim_sig *e = sig_known(D, key);
+    int64_t mn = e ? occ_scale(sig_min(e), occ) : 0;
     return mn > 0 && mn < charged ? mn : charged;
 }
 
@@ -424,16 +432,16 @@ static int64_t sig_charge(struct cs_lim_dev *D, uint64_t key, int64_t ns, int64_
  * work, the next owner's launches queue behind it. */
 static int64_t sig_drain(struct cs_lim_dev *D, uint64_t key, int64_t est)
 {
-    const struct cs_lim_sig *e = key ? sig_slot(D, key) : NULL;
-    int64_t mn = e && e->key == key ? sig_min(e) : 0;
+    const struct cs_lim_sig *e = sig_known(D, key);
+    int64_t mn = e ? sig_min(e) : 0;
     return mn > 0 ? mn : est;
 }
 
 /* Expected charge of a launch of signature key, or 0 when unknown. */
 static int64_t sig_estimate(struct cs_lim_dev *D, uint64_t key)
 {
-    const struct cs_lim_sig *e = key ? sig_slot(D, key) : NULL;
-    return e && e->key == key ? e->charged : 0;
+    const struct cs_lim_sig *e = sig_known(D, key);
+    return e ? e->charged : 0;
 }
 
 /* Harvests one stream; adds the estimates of what it measured to *est_done. */
@@ -501,7 +509,7 @@ static int64_t own_window_end(const struct cs_lim_dev *D, int64_t now)
         return 0;
     int64_t lead = (int64_t)cs__lim_window_lead_us((uint64_t)w.period_ns / 1000,
                                                    (uint64_t)w.len_ns / 2000) * 1000;
-    int64_t phase = ((now - w.off_ns) % w.period_ns + w.period_ns) % w.period_ns;
+    int64_t phase = cs__law_window_phase(&w, now);
     return phase >= lead && phase < w.len_ns ? now + w.len_ns - phase : 0;
 }
 
@@ -664,10 +672,11 @@ static int64_t pace_wait(struct cs_lim_dev *D, int64_t now, struct cs_lim_hold *
     struct cs_window w = window_of(D);
     cs__law_set_credit(&D->law, w.len_ns ? w.period_ns + D->law.ahead_ns : 0);
     int64_t wait = cs__law_wait(&D->law, now);
-    *hold = (struct cs_lim_hold){.idle_from = D->queue_end_ns > now ? D->queue_end_ns : now,
+    int64_t queue_end = D->queue_end_ns > now ? D->queue_end_ns : now;
+    *hold = (struct cs_lim_hold){.idle_from = queue_end,
                                  .window_end = wait ? own_window_end(D, now) : 0};
     if (!wait && w.len_ns) {
-        wait = cs__law_window_wait(&w, D->queue_end_ns > now ? D->queue_end_ns - now : 0, now);
+        wait = cs__law_window_wait(&w, queue_end - now, now);
         if (wait)
             CS_LIM_STAT_ADD(window_waits, 1);
     }
