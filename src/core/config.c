@@ -146,8 +146,8 @@ static const struct opt options[O_COUNT] = {
     [O_SM_PERIOD] = {"CUSHARE_SM_PERIOD_US", OPT_INT, false,
                      "use microseconds from 5000 to 1000000, e.g. 50000, or 0 for no "
                      "coordinated windows"},
-    [O_SM_LEAD] = {"CUSHARE_SM_WINDOW_LEAD_PCT", OPT_INT, false,
-                   "use a whole percentage of the period from 0 to 25, e.g. 0"},
+    [O_SM_LEAD] = {"CUSHARE_SM_WINDOW_LEAD_US", OPT_INT, false,
+                   "use microseconds from 0 to 100000, e.g. 200"},
     [O_MPS_TURNS] = {"CUSHARE_MPS_TURNS", OPT_WORD, false,
                      "use filling (the default: MPS clients whose kernels fill the GPU take "
                      "turns in windows) or off (MPS clients never take turns)"},
@@ -262,11 +262,12 @@ static int parse_one(struct cs_config *c, enum opt_id id, int dev, const char *v
         if (cs__parse_int(v, 0, 1000000, &n) || (n && n < 5000))
             return bad_value(var, v, o->fix);
         c->sm_period_us = (uint32_t)n;
+        c->sm_period_auto = false;
         return 0;
     case O_SM_LEAD:
-        if (cs__parse_int(v, 0, 25, &n))
+        if (cs__parse_int(v, 0, 100000, &n))
             return bad_value(var, v, o->fix);
-        c->sm_window_lead_pct = (uint32_t)n;
+        c->sm_window_lead_us = (uint32_t)n;
         return 0;
     case O_MPS_TURNS:
         if (strcasecmp(v, "off") && strcasecmp(v, "filling"))
@@ -396,7 +397,8 @@ int cs__config_parse(struct cs_config *out, char *const *env)
     memset(out, 0, sizeof *out);
     out->log_level = CS_LOG_WARN;
     out->sm_period_us = CS_SM_PERIOD_DEFAULT_US;
-    out->sm_window_lead_pct = CS_SM_WINDOW_LEAD_DEFAULT_PCT;
+    out->sm_period_auto = true;
+    out->sm_window_lead_us = CS_SM_WINDOW_LEAD_DEFAULT_US;
     out->mps_turns_filling = true; /* an element-wise 25 + 75 pair: A:B 0.296 without */
     out->hami_log_level = -1;
     int rc = check_device_names(env);

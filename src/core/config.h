@@ -41,8 +41,10 @@ struct cs_config {
     uint32_t sm_burst_us;                   /* CUSHARE_SM_BURST_US: pacing burst, 0 = default */
     uint32_t sm_period_us;                  /* CUSHARE_SM_PERIOD_US: period of the tenants'
                                                coordinated windows, 0 = none */
-    uint32_t sm_window_lead_pct;            /* CUSHARE_SM_WINDOW_LEAD_PCT: how early a window
-                                               opens, % of the period */
+    bool sm_period_auto;                    /* CUSHARE_SM_PERIOD_US unset: the period
+                                               grows with the tenants (watch.c) */
+    uint32_t sm_window_lead_us;             /* CUSHARE_SM_WINDOW_LEAD_US: how early a window
+                                               opens over the previous owner's end */
     bool mps_turns_filling;                 /* CUSHARE_MPS_TURNS=filling (default): MPS
                                                clients of GPU-filling kernels take turns
                                                in windows; off: never */
@@ -79,11 +81,12 @@ int cs__config_from_env(struct cs_config *out);
 #define CS_SLICE_FILE "/etc/cushare/slice.env"
 
 /* Period of the coordinated windows of tenants sharing a device
- * (docs/limiter.md, "Windows"): each context switch between busy tenants
- * costs the GPU work, and a 50 ms period means a few switches per tenant
- * and period while a tenant waits at most 50 ms minus its window. */
+ * (docs/limiter.md, "Windows"), unless CUSHARE_SM_PERIOD_US fixes it: each
+ * context switch between busy tenants costs the GPU work, so it grows with
+ * the tenants, DEFAULT per tenant after the first, at most AUTO_MAX. */
 #define CS_SM_PERIOD_DEFAULT_US 50000u
-#define CS_SM_WINDOW_LEAD_DEFAULT_PCT 0u
+#define CS_SM_PERIOD_AUTO_MAX_US 200000u
+#define CS_SM_WINDOW_LEAD_DEFAULT_US 150u
 
 /* cs__config_parse of `env` under the slice file at `slice_path` (absent:
  * the environment alone). cs__config_from_env is

@@ -115,7 +115,7 @@ struct cs_lim_dev {
     int engaged;                 /* atomic: pacing on (policy decision) */
     uint64_t window;             /* atomic; written by the watcher: our window
                                     in the device's coordinated schedule,
-                                    offset_us << 32 | length_us; 0 = none */
+                                    cs__lim_window_pack; 0 = none */
     int law_running;             /* law started since last engaged */
     struct cs_law law;
     int64_t est[CS_LIM_NKINDS];  /* EMA of measured GPU ns per launch */
@@ -170,14 +170,33 @@ uint64_t cs__tenant_others(int d);
  * skipped); returns how many were written. */
 int cs__tenant_pids(unsigned *out, int cap);
 
-/* How early a window of len_us opens, overlapping the previous owner's
- * end: CUSHARE_SM_WINDOW_LEAD_PCT of the period, at most len_us. The
- * watcher adds it to the window it posts (watch.c, window_for); the launch
- * path, which reads only the sum, gets it back as cs__lim_window_lead_us(
- * period, sum / 2): the lead is at most the length, so at most half the sum. */
-static inline uint64_t cs__lim_window_lead_us(uint64_t period_us, uint64_t len_us)
+/* Our window as one word, so the launch path reads period, offset and
+ * length (lead included) of one schedule: 21 bits of microseconds each
+ * (config caps the period at 1 s, the lead at 0.1 s). */
+#define CS_LIM_WINDOW_BITS 21
+#define CS_LIM_WINDOW_MASK ((1ull << CS_LIM_WINDOW_BITS) - 1)
+static inline uint64_t cs__lim_window_pack(uint64_t period_us, uint64_t off_us, uint64_t len_us)
 {
-    uint64_t lead = period_us * cs__config()->sm_window_lead_pct / 100;
+    return (period_us & CS_LIM_WINDOW_MASK) << (2 * CS_LIM_WINDOW_BITS) |
+           (off_us & CS_LIM_WINDOW_MASK) << CS_LIM_WINDOW_BITS | (len_us & CS_LIM_WINDOW_MASK);
+}
+
+static inline struct cs_window cs__lim_window_unpack(uint64_t w)
+{
+    return (struct cs_window){
+        .period_ns = (int64_t)(w >> (2 * CS_LIM_WINDOW_BITS) & CS_LIM_WINDOW_MASK) * 1000,
+        .off_ns = (int64_t)(w >> CS_LIM_WINDOW_BITS & CS_LIM_WINDOW_MASK) * 1000,
+        .len_ns = (int64_t)(w & CS_LIM_WINDOW_MASK) * 1000};
+}
+
+/* How early a window of len_us opens, overlapping the previous owner's
+ * end: CUSHARE_SM_WINDOW_LEAD_US, at most len_us. The watcher adds it to
+ * the window it posts (watch.c, window_for); the launch path, which reads
+ * only the sum, gets it back as cs__lim_window_lead_us(sum / 2): the lead
+ * is at most the length, so at most half the sum. */
+static inline uint64_t cs__lim_window_lead_us(uint64_t len_us)
+{
+    uint64_t lead = cs__config()->sm_window_lead_us;
     return lead < len_us ? lead : len_us;
 }
 

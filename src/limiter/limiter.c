@@ -26,6 +26,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <time.h>
 
 #include "core/fork.h"
@@ -57,6 +58,24 @@ void cs__lim_sleep(int64_t ns)
     struct timespec ts = {.tv_sec = ns / 1000000000ll, .tv_nsec = ns % 1000000000ll};
     while (clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, &ts) == EINTR) {
     }
+}
+
+/* Sleeps until CLOCK_MONOTONIC reaches `deadline`. Absolute, so the time
+ * since the wait was computed (the device mutex, a harvest) does not push
+ * the wake-up later; and with the thread's timer slack at 1 ns, since a
+ * tenant whose window opens wakes at its edge, and up to 50 us of default
+ * slack per edge is GPU time nobody uses. The slack is the application
+ * thread's own setting, so it is put back. */
+static void sleep_until(int64_t deadline)
+{
+    int slack = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+    if (slack > 1)
+        prctl(PR_SET_TIMERSLACK, 1ul, 0, 0, 0);
+    struct timespec ts = {.tv_sec = deadline / 1000000000ll, .tv_nsec = deadline % 1000000000ll};
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
+    }
+    if (slack > 1)
+        prctl(PR_SET_TIMERSLACK, (unsigned long)slack, 0, 0, 0);
 }
 
 struct cs_ledger_slot *cs__lim_my_slot(void)
@@ -494,10 +513,7 @@ static uint64_t harvest_stream(struct cs_lim_dev *D, struct cs_lim_stream *st, i
 /* Our window in the device's coordinated schedule (watch.c), if any. */
 static struct cs_window window_of(const struct cs_lim_dev *D)
 {
-    uint64_t w = __atomic_load_n(&D->window, __ATOMIC_RELAXED);
-    return (struct cs_window){.period_ns = (int64_t)cs__config()->sm_period_us * 1000,
-                              .off_ns = (int64_t)(w >> 32) * 1000,
-                              .len_ns = (int64_t)(w & 0xffffffffu) * 1000};
+    return cs__lim_window_unpack(__atomic_load_n(&D->window, __ATOMIC_RELAXED));
 }
 
 /* When our window ends, if `now` is inside it past its lead (the part
@@ -507,8 +523,7 @@ static int64_t own_window_end(const struct cs_lim_dev *D, int64_t now)
     struct cs_window w = window_of(D);
     if (!w.len_ns)
         return 0;
-    int64_t lead = (int64_t)cs__lim_window_lead_us((uint64_t)w.period_ns / 1000,
-                                                   (uint64_t)w.len_ns / 2000) * 1000;
+    int64_t lead = (int64_t)cs__lim_window_lead_us((uint64_t)w.len_ns / 2000) * 1000;
     int64_t phase = cs__law_window_phase(&w, now);
     return phase >= lead && phase < w.len_ns ? now + w.len_ns - phase : 0;
 }
@@ -683,14 +698,15 @@ static int64_t pace_wait(struct cs_lim_dev *D, int64_t now, struct cs_lim_hold *
     return wait;
 }
 
-/* Sleeps one pacing slice outside the device mutex. */
-static void pace_sleep(struct cs_lim_dev *D, int64_t wait, const struct cs_lim_hold *hold)
+/* Sleeps one pacing slice outside the device mutex, until `until` at the
+ * latest. */
+static void pace_sleep(struct cs_lim_dev *D, int64_t until, const struct cs_lim_hold *hold)
 {
-    if (wait > CS_LIM_SLEEP_MAX_NS)
-        wait = CS_LIM_SLEEP_MAX_NS;
-    CS_LIM_STAT_ADD(sleeps, 1);
     int64_t t0 = cs__now_ns();
-    cs__lim_sleep(wait);
+    if (until - t0 > CS_LIM_SLEEP_MAX_NS)
+        until = t0 + CS_LIM_SLEEP_MAX_NS;
+    CS_LIM_STAT_ADD(sleeps, 1);
+    sleep_until(until);
     int64_t t1 = cs__now_ns();
     uint64_t slept = (uint64_t)(t1 - t0);
     CS_LIM_STAT_ADD(sleep_ns, slept);
@@ -748,7 +764,7 @@ static struct cs_lim_stream *wait_turn(struct cs_lim_dev *D, struct cs_lim_ctx *
         if (!wait)
             return st;
         pthread_mutex_unlock(&D->mu);
-        pace_sleep(D, wait, &hold);
+        pace_sleep(D, now + wait, &hold);
     }
 }
 

@@ -99,7 +99,8 @@ static struct {
         int64_t scales_held_until; /* boost and fulfilment kept at 1 until then */
         bool full_window;        /* our window is our limit of every period */
         int64_t pacing_logged_ns; /* pacing summary last logged (debug) */
-        uint64_t pacing_at[4];   /* own, work, slept, window idled by the law, then */
+        uint64_t pacing_at[8];   /* own, work, slept, window idled by the law, then;
+                                    the process's launches, markers, pairs, estimates */
         uint32_t logged_pm;      /* share last logged */
     } dev[CS_MAX_DEVICES];
     /* One entry per tick, the last second and one more: the tenant's GPU
@@ -421,22 +422,32 @@ static void log_pacing(int d, int64_t now)
         !__atomic_load_n(&D->own_total, __ATOMIC_RELAXED) ||
         now - w->pacing_logged_ns < 1000000000ll)
         return; /* a device we have not run on says nothing */
-    uint64_t at[4] = {__atomic_load_n(&D->own_total, __ATOMIC_RELAXED),
+    uint64_t at[8] = {__atomic_load_n(&D->own_total, __ATOMIC_RELAXED),
                       __atomic_load_n(&D->own_work, __ATOMIC_RELAXED),
                       __atomic_load_n(&D->sleep_ns, __ATOMIC_RELAXED),
-                      __atomic_load_n(&D->law_in_window_ns, __ATOMIC_RELAXED)};
+                      __atomic_load_n(&D->law_in_window_ns, __ATOMIC_RELAXED),
+                      __atomic_load_n(&cs__lim_stats.paced_launches, __ATOMIC_RELAXED),
+                      __atomic_load_n(&cs__lim_stats.markers, __ATOMIC_RELAXED),
+                      __atomic_load_n(&cs__lim_stats.measured, __ATOMIC_RELAXED),
+                      __atomic_load_n(&cs__lim_stats.groups_estimated, __ATOMIC_RELAXED)};
     double ms[4];
-    for (int i = 0; i < 4; i++)
+    uint64_t n[4];
+    for (int i = 0; i < 4; i++) {
         ms[i] = (double)(at[i] - w->pacing_at[i]) / 1e6;
+        n[i] = at[4 + i] - w->pacing_at[4 + i];
+    }
     const int64_t *vt = cs__lim_clock(d);
     int64_t v = vt ? __atomic_load_n(vt, __ATOMIC_RELAXED) : 0;
     double lead = v ? (double)(v - now) / 1e6 : 0;
-    uint64_t win = __atomic_load_n(&D->window, __ATOMIC_RELAXED);
+    struct cs_window win = cs__lim_window_unpack(__atomic_load_n(&D->window, __ATOMIC_RELAXED));
     if (w->pacing_logged_ns)
         cs_debug(SUBSYS, "device %d: last %.2f s: charged %.1f ms (work %.1f ms), slept %.1f "
-                 "ms, %.1f ms of our window left idle by the law; clock %+.1f ms; window %u "
-                 "us at %u us", d, (double)(now - w->pacing_logged_ns) / 1e9, ms[0], ms[1],
-                 ms[2], ms[3], lead, (unsigned)(win & 0xffffffffu), (unsigned)(win >> 32));
+                 "ms, %.1f ms of our window left idle by the law; clock %+.1f ms; window %lld "
+                 "us at %lld us of %lld us; process %d: %llu launches, %llu markers, %llu pairs "
+                 "measured, %llu groups by estimate", d, (double)(now - w->pacing_logged_ns) / 1e9,
+                 ms[0], ms[1], ms[2], ms[3], lead, (long long)win.len_ns / 1000,
+                 (long long)win.off_ns / 1000, (long long)win.period_ns / 1000, (int)getpid(), (unsigned long long)n[0], (unsigned long long)n[1],
+                 (unsigned long long)n[2], (unsigned long long)n[3]);
     w->pacing_logged_ns = now;
     memcpy(w->pacing_at, at, sizeof at);
 }
@@ -532,6 +543,23 @@ static bool member_before(const struct cs_board_member *m, uint32_t uid, uint64_
     return m->uid != uid ? m->uid < uid : m->tenant < tenant;
 }
 
+/* The period of a schedule of `tenants` (us). Every switch between busy
+ * contexts costs the GPU work: on the H200 0.14 ms with the next tenant's
+ * work already queued, 0.2-0.4 ms as tenants wake and launch (docs/
+ * results.md, "Window edges"). So by default the period grows with the
+ * tenants, 50 ms per tenant after the first (two: 50 ms, three: 100 ms)
+ * up to 200 ms: at most 40 switches a second up to eight tenants, while a
+ * tenant waits for its turn at most a period minus its window.
+ * CUSHARE_SM_PERIOD_US fixes it (0: no windows). */
+static uint32_t period_for(int tenants)
+{
+    const struct cs_config *c = cs__config();
+    if (!c->sm_period_auto)
+        return c->sm_period_us;
+    uint32_t p = CS_SM_PERIOD_DEFAULT_US * (uint32_t)(tenants > 2 ? tenants - 1 : 1);
+    return p < CS_SM_PERIOD_AUTO_MAX_US ? p : CS_SM_PERIOD_AUTO_MAX_US;
+}
+
 /* Our window on device d: the pacing tenants busy on it (the board's and
  * us) take turns within each period, in (uid, tenant) order, each for a
  * part of the period proportional to its limit. Only while their limits
@@ -541,7 +569,7 @@ static bool member_before(const struct cs_board_member *m, uint32_t uid, uint64_
 static uint64_t window_for(int d, const struct cs_board_view *v, bool engaged, bool *full)
 {
     *full = false;
-    uint32_t period_us = cs__config()->sm_period_us, pct = cs__lim_devs[d].pct;
+    uint32_t period_us = period_for(v->nmembers + 1), pct = cs__lim_devs[d].pct;
     if (!period_us || !engaged || !v->nmembers || v->nmembers > CS_BOARD_WINDOW_MEMBERS ||
         runs_beside_others(d))
         return 0;
@@ -561,9 +589,9 @@ static uint64_t window_for(int d, const struct cs_board_view *v, bool engaged, b
      * wake up and launch), and time lost inside our window (a sync gap of
      * a shallow queue) can be made up there. The law still holds us to our
      * limit. */
-    uint64_t lead = cs__lim_window_lead_us(period_us, len);
+    uint64_t lead = cs__lim_window_lead_us(len);
     off = (off + period_us - lead) % period_us;
-    return off << 32 | (len + lead);
+    return cs__lim_window_pack(period_us, off, len + lead);
 }
 
 /* Windows that are exactly the members' limits leave the scales nothing
@@ -596,10 +624,11 @@ static void update_window(int d, const struct cs_board_view *v, bool engaged, in
     uint64_t old = __atomic_exchange_n(&D->window, w, __ATOMIC_RELAXED);
     if (old == w)
         return;
+    struct cs_window win = cs__lim_window_unpack(w);
     if (w)
-        cs_info(SUBSYS, "device %d: window of %u us at %u us of each %u us period, %d other "
-                "tenant%s", d, (unsigned)(w & 0xffffffffu), (unsigned)(w >> 32),
-                cs__config()->sm_period_us, v->nmembers, v->nmembers == 1 ? "" : "s");
+        cs_info(SUBSYS, "device %d: window of %lld us at %lld us of each %lld us period, %d "
+                "other tenant%s", d, (long long)win.len_ns / 1000, (long long)win.off_ns / 1000,
+                (long long)win.period_ns / 1000, v->nmembers, v->nmembers == 1 ? "" : "s");
     else
         cs_info(SUBSYS, "device %d: no window: launches whenever the law allows", d);
 }
