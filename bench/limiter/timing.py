@@ -5,6 +5,8 @@ tenants of a mix begin together), runs its step in batches with a
 synchronisation after each, discards --warmup seconds and counts steps
 over the next --secs: rate = steps / seconds measured.
 """
+import os
+import sys
 import time
 
 
@@ -25,18 +27,30 @@ def wait_for_start(start_mono_ns):
 
 def measure(step, batch, sync, warmup, secs):
     """Runs batches of `batch` steps, `sync()` after each, until `secs`
-    have been measured after `warmup`; returns (steps counted, seconds)."""
+    have been measured after `warmup`; returns (steps counted, seconds).
+    With BENCH_SLICE_MS=N in the environment it also prints to stderr, for
+    diagnosis, the rate in each N ms of the measured time and when (in
+    CLOCK_MONOTONIC seconds) the measurement began and ended."""
+    slice_s = float(os.environ.get("BENCH_SLICE_MS", "0")) / 1000
     t0 = time.monotonic()
     measuring, t_meas, counted = False, 0.0, 0
+    rates, slice_start, slice_count = [], 0.0, 0
     while True:
         for _ in range(batch):
             step()
         sync()
         t = time.monotonic()
         if not measuring and t - t0 >= warmup:
-            measuring, t_meas = True, t
+            measuring, t_meas, slice_start = True, t, t
             continue
         if measuring:
             counted += batch
+            slice_count += batch
+            if slice_s and t - slice_start >= slice_s:
+                rates.append(slice_count / (t - slice_start))
+                slice_start, slice_count = t, 0
             if t - t_meas >= secs:
+                if slice_s:
+                    print(f"SLICES pid={os.getpid()} from={t_meas:.3f} to={t:.3f} "
+                          f"rates={','.join(f'{r:.0f}' for r in rates)}", file=sys.stderr)
                 return counted, t - t_meas
