@@ -3,14 +3,16 @@
 # MPS control daemon on GPU 0, runs one CUDA client (a driver-API context
 # that sleeps), and prints nvmlDeviceGetComputeRunningProcesses_v3 and
 # nvmlDeviceGetMPSComputeRunningProcesses_v3 with the client's pid, then the
-# same without MPS. No build needed.   tests/gpu/issue15/nvml_mps.sh
+# same without MPS. With CUSHARE=PATH_TO_cushare, also what the node view
+# (`cushare status --json`) makes of the MPS client.
+#   [CUSHARE=build/cushare] tests/gpu/issue15/nvml_mps.sh
 set -u
 d=$(mktemp -d /tmp/nvml-mps.XXXXXX)
 export CUDA_MPS_PIPE_DIRECTORY=$d/pipe CUDA_MPS_LOG_DIRECTORY=$d/log
 mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-client() { # a context that lives 6 s
-    python3 - << 'PY' &
-import ctypes, time
+client() { # CLIENT: a context that lives 8 s and writes "ready" to $1 once it has one
+    python3 - "$1" > /dev/null << 'PY' &
+import ctypes, sys, time
 cu = ctypes.CDLL("libcuda.so.1")
 ctx = ctypes.c_void_p()
 assert cu.cuInit(0) == 0
@@ -20,9 +22,13 @@ assert cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev) == 0
 assert cu.cuCtxSetCurrent(ctx) == 0
 p = ctypes.c_uint64()
 assert cu.cuMemAlloc_v2(ctypes.byref(p), 1 << 20) == 0
-time.sleep(6)
+with open(sys.argv[1], "w") as f:
+    f.write("ready")
+time.sleep(8)
 PY
-    echo $!
+    CLIENT=$!
+    for _ in $(seq 150); do [ -s "$1" ] && return; sleep 0.1; done
+    echo "  the client had no context after 15 s"
 }
 lists() { # what NVML says now
     python3 - "$1" << 'PY'
@@ -46,17 +52,19 @@ PY
 echo "== with MPS"
 nvidia-cuda-mps-control -d
 sleep 1
-c=$(client)
-sleep 3
-lists "$c"
+client "$d/ready-mps"
+lists "$CLIENT"
+if [ -n "${CUSHARE:-}" ]; then
+    echo "  cushare status --json (the node view):"
+    "$CUSHARE" status --json 2>&1 | sed 's/^/    /' | head -60
+fi
 echo "  server: $(pgrep -f nvidia-cuda-mps-server | tr '\n' ' ')"
-wait "$c"
+wait "$CLIENT"
 echo quit | nvidia-cuda-mps-control
 sleep 1
 echo "== without MPS"
 unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
-c=$(client)
-sleep 3
-lists "$c"
-wait "$c"
+client "$d/ready-plain"
+lists "$CLIENT"
+wait "$CLIENT"
 rm -rf "$d"

@@ -5,7 +5,7 @@
 # A VARIANT is NAME=KEY=VALUE[,KEY=VALUE...]: environment for the tenants,
 # except WORKLOAD (graph, the default; matmul; elementwise) and WARGS (extra
 # arguments of the workload, spaces as '+', e.g. WARGS=--per-sync+2000).
-# Default: base (50 ms, no lead), lead4, p100 (100 ms), p100lead2, on the
+# Default: base (50 ms, no lead), lead200 (200 us), p100 (100 ms), on the
 # graph workload. Each runs `cushare bench limiter` at --sm 50 (LIMITS) and
 # the 20/30/50 mix, RUNS times (default 2), into OUT/NAME/, with the
 # limiter's once-a-second debug line in OUT/NAME.log; OUT/summary.txt has
@@ -16,8 +16,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../common.sh"
 gpu_args 8 "$0" "$@"
 shift 2
-variants=${*:-base=CUSHARE_SM_PERIOD_US=50000 lead4=CUSHARE_SM_WINDOW_LEAD_PCT=4 \
-    p100=CUSHARE_SM_PERIOD_US=100000 p100lead2=CUSHARE_SM_PERIOD_US=100000,CUSHARE_SM_WINDOW_LEAD_PCT=2}
+variants=${*:-base=CUSHARE_SM_PERIOD_US=50000 lead200=CUSHARE_SM_WINDOW_LEAD_US=200 \
+    p100=CUSHARE_SM_PERIOD_US=100000}
 cd "$GPU_ROOT" || exit 1
 gpu_build "$B" "$OUT/build.log" libcushare cushare_cli limiter_workload || exit 1
 : > "$OUT/summary.txt"

@@ -9,6 +9,7 @@
 #            3, the worst run judged), and the mixes 25+75 and 20+30+50 side
 #            by side; targets +-TOL points (default 2) per tenant and >= 97 %
 #            of the limits' sum per mix. OUT/limiter/ (table, CSV, plot).
+#   mixes    the limiter step's mixes alone (no single limits). OUT/mixes/.
 #   free     the mixes again without coordinated windows (CUSHARE_SM_PERIOD_US=0),
 #            beside one limit (50): what the windows change. OUT/free/.
 #   diag     what the shares are made of: the matmul at 10 and 50 % with the
@@ -29,7 +30,7 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/gpu/common.sh
 . "$here/../common.sh"
-gpu_args 23 "$0" "$@"
+gpu_args 24 "$0" "$@"
 shift 2
 steps=${*:-limiter free diag init}
 cd "$GPU_ROOT" || exit 1
@@ -67,6 +68,7 @@ bench_limiter() {
 }
 
 step_limiter() { bench_limiter limiter 10,25,50,75; }
+step_mixes() { bench_limiter mixes none; }
 step_windows() {
     local args=()
     mapfile -t args < <(workload_args)
