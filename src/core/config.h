@@ -86,6 +86,13 @@ int cs__config_from_env(struct cs_config *out);
  * the tenants, DEFAULT per tenant after the first, at most AUTO_MAX. */
 #define CS_SM_PERIOD_DEFAULT_US 50000u
 #define CS_SM_PERIOD_AUTO_MAX_US 200000u
+/* A window opens 150 us early by default: about what the next owner needs
+ * to wake and launch, so its first work is queued as the previous owner's
+ * last drains. On the H200 it cut the idle gap at each edge of a C tracer
+ * from 210 to 140 us, the context switch itself. A longer lead lets the
+ * next owner's work reach the GPU while the previous owner's queue (which
+ * ends with its window) still runs, and the GPU then switches at once,
+ * splitting that owner's tail (docs/results.md, "Window edges"). */
 #define CS_SM_WINDOW_LEAD_DEFAULT_US 150u
 
 /* cs__config_parse of `env` under the slice file at `slice_path` (absent:

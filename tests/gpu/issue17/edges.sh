@@ -31,6 +31,7 @@ mkdir -p "$OUT/native"
 "$tracer" --secs "$secs" --warmup 1 --trace "$OUT/native/native.trace" > "$OUT/native/native.log" 2>&1
 native=$(rate "$OUT/native/native.log")
 python3 "$here/edge_gaps.py" --label native "$OUT/native/native.trace" > "$OUT/native/gaps.txt"
+rm -f "$OUT/native/native.trace"
 { echo "native: $native replays/s"; cat "$OUT/native/gaps.txt"; } | tee "$OUT/summary.txt"
 [ -n "$native" ] || exit 1
 

@@ -5,9 +5,10 @@
 # runs bench/limiter/graph.py alone, natively: REPS times as is, after a
 # process took MiB of GPU memory first (the model lands elsewhere), and
 # pinned to single CPUs. One line per run in OUT/summary.txt.
+# About 100 s (every run starts Python and torch).
 #   tests/gpu/issue17/speed.sh OUT_DIR
 set -u
-[ $# -ge 1 ] || { sed -n 2,8p "$0"; exit 2; }
+[ $# -ge 1 ] || { sed -n 2,9p "$0"; exit 2; }
 OUT=$(mkdir -p "$1" && cd "$1" && pwd)
 root=$(cd "$(dirname "$0")/../../.." && pwd)
 graph() { python3 "$root/bench/limiter/graph.py" --secs "${SECS:-2}" --warmup 1 "$@" 2>&1 |
