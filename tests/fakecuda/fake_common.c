@@ -26,6 +26,7 @@ struct fc_config fc_cfg;
 struct fakecuda_state *fc_S;
 uint32_t fc_mps_mask;
 uint32_t fc_mps_cap_ppm;
+int32_t fc_mps_server_pid;
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 /* Which fake library this copy of the file is compiled into. */
@@ -410,6 +411,7 @@ struct fakecuda_proc *fc_proc_self(void)
             memset(p, 0, sizeof(*p));
             p->mps_mask = __atomic_load_n(&fc_mps_mask, __ATOMIC_RELAXED);
             p->mps_cap_ppm = __atomic_load_n(&fc_mps_cap_ppm, __ATOMIC_RELAXED);
+            p->mps_server_pid = __atomic_load_n(&fc_mps_server_pid, __ATOMIC_RELAXED);
             __atomic_store_n(&p->pid, pid, __ATOMIC_RELEASE);
             __atomic_store_n(&g_slot_pid, pid, __ATOMIC_RELEASE);
             __atomic_store_n(&g_slot, i, __ATOMIC_RELEASE);

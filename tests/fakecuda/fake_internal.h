@@ -85,6 +85,7 @@ void fc_proc_drop_self(void);
  * into the process's entry when it claims it). */
 extern uint32_t fc_mps_mask;    /* bit d: an MPS client on physical device d */
 extern uint32_t fc_mps_cap_ppm; /* active thread percentage, ppm of the SMs */
+extern int32_t fc_mps_server_pid; /* the daemon's pid (SO_PEERCRED), 0 = none */
 /* A kernel of this name faults when it runs: the launching process's
  * calls fail with CUDA_ERROR_ILLEGAL_ADDRESS from then on (a sticky
  * error), and so do those of every MPS client of the device (measured on
@@ -95,6 +96,8 @@ void fc_fault(int phys);
 /* This process's sticky error, or CUDA_SUCCESS (fake_mps.c; fc_enter). */
 CUresult fc_sticky_error(void);
 #define FC_PPM 1000000u
+#define FC_MPS_SERVER_BYTES (66ull << 20) /* the MPS server's process in NVML's
+                                             compute list (H200, driver 580) */
 /* Reclaims entries of dead processes. */
 void fc_reap_dead(void);
 int fc_pid_alive(int pid);

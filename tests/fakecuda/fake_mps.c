@@ -140,6 +140,14 @@ static uint32_t own_cap_ppm(void)
     return (uint32_t)(pct * (FC_PPM / 100) + 0.5);
 }
 
+/* The pid at the other end of a connected Unix socket, 0 if unknown. */
+static int32_t peer_pid(int fd)
+{
+    struct ucred cred;
+    socklen_t len = sizeof cred;
+    return getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) ? 0 : (int32_t)cred.pid;
+}
+
 CUresult fc_mps_connect(void)
 {
     int fd = mps_dial();
@@ -166,6 +174,7 @@ CUresult fc_mps_connect(void)
                          __atomic_load_n(&fc_S->dev[fc_vis[i]].mps_faults, __ATOMIC_ACQUIRE),
                          __ATOMIC_RELAXED);
     __atomic_store_n(&fc_mps_cap_ppm, own < pct ? own : pct, __ATOMIC_RELAXED);
+    __atomic_store_n(&fc_mps_server_pid, peer_pid(fd), __ATOMIC_RELAXED);
     __atomic_store_n(&fc_mps_mask, mask, __ATOMIC_RELAXED);
     return CUDA_SUCCESS;
 }
@@ -202,6 +211,7 @@ void fc_mps_forget(void)
     g_mps_fd = -1;
     __atomic_store_n(&fc_mps_mask, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&fc_mps_cap_ppm, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&fc_mps_server_pid, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&g_sticky, 0, __ATOMIC_RELAXED);
 }
 

@@ -274,9 +274,27 @@ static unsigned list_procs(int d, bool mps_only, const struct fakecuda_proc **ou
     return n;
 }
 
+/* The live MPS servers of the clients in procs[0..n), each once, into
+ * out (at most FAKECUDA_MAX_PROCS); returns how many. */
+static unsigned list_servers(const struct fakecuda_proc *const *procs, unsigned n, int32_t *out)
+{
+    unsigned k = 0;
+    for (unsigned i = 0; i < n && i < FAKECUDA_MAX_PROCS; i++) {
+        int32_t s = procs[i]->mps_server_pid;
+        bool seen = false;
+        for (unsigned j = 0; j < k && !seen; j++)
+            seen = out[j] == s;
+        if (s > 0 && !seen && fc_pid_alive(s))
+            out[k++] = s;
+    }
+    return k;
+}
+
 /* One of NVML's process lists of device `device`: `extra` processes of
- * nobody first, then the live processes with a context there (MPS clients
- * only when `mps_only`), pid + FAKECUDA_NVML_PID_OFFSET. */
+ * nobody first; in the compute list the MPS servers of the clients there
+ * (the driver lists the server's own process, 66 MiB on the H200, beside
+ * its clients: docs/mps.md); then the live processes with a context there
+ * (MPS clients only when `mps_only`). Pids + FAKECUDA_NVML_PID_OFFSET. */
 static nvmlReturn_t process_list(nvmlDevice_t device, bool mps_only, unsigned extra,
                                  unsigned int *infoCount, nvmlProcessInfo_t *infos)
 {
@@ -285,6 +303,9 @@ static nvmlReturn_t process_list(nvmlDevice_t device, bool mps_only, unsigned ex
         return NVML_ERROR_INVALID_ARGUMENT;
     const struct fakecuda_proc *procs[FAKECUDA_MAX_PROCS];
     unsigned n = list_procs(d, mps_only, procs, FAKECUDA_MAX_PROCS);
+    int32_t servers[FAKECUDA_MAX_PROCS];
+    unsigned nserv = mps_only ? 0 : list_servers(procs, n, servers);
+    extra += nserv;
     unsigned total = extra + n;
     if (*infoCount < total) {
         *infoCount = total;
@@ -292,11 +313,15 @@ static nvmlReturn_t process_list(nvmlDevice_t device, bool mps_only, unsigned ex
     }
     if (total && !infos)
         return NVML_ERROR_INVALID_ARGUMENT;
+    unsigned phantoms = extra - nserv;
     for (unsigned i = 0; i < total; i++) {
-        bool phantom = i < extra;
-        infos[i].pid = phantom ? 0x7f000000u + i
-                               : (unsigned)(procs[i - extra]->pid + fc_cfg.nvml_pid_offset);
-        infos[i].usedGpuMemory = phantom ? 1u << 20 : fakecuda_load(&procs[i - extra]->used[d]);
+        bool phantom = i < phantoms, server = !phantom && i < extra;
+        infos[i].pid = phantom   ? 0x7f000000u + i
+                       : server ? (unsigned)(servers[i - phantoms] + fc_cfg.nvml_pid_offset)
+                                : (unsigned)(procs[i - extra]->pid + fc_cfg.nvml_pid_offset);
+        infos[i].usedGpuMemory = phantom  ? 1u << 20
+                                 : server ? FC_MPS_SERVER_BYTES
+                                          : fakecuda_load(&procs[i - extra]->used[d]);
         infos[i].gpuInstanceId = 0xFFFFFFFFu;
         infos[i].computeInstanceId = 0xFFFFFFFFu;
     }

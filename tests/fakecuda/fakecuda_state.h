@@ -37,7 +37,7 @@
 #include <unistd.h>
 
 #define FAKECUDA_STATE_MAGIC 0x3154534144554346ULL /* "FCUDAST1" */
-#define FAKECUDA_STATE_VERSION 4u
+#define FAKECUDA_STATE_VERSION 5u
 #define FAKECUDA_MAX_DEVICES 16
 #define FAKECUDA_MAX_PROCS 128
 #define FAKECUDA_MAX_HOOKS 256
@@ -151,6 +151,8 @@ struct fakecuda_proc {
     uint32_t mps_mask;      /* bit d: an MPS client on physical device d (its own
                              * fake libcuda sets it when it claims the entry) */
     uint32_t mps_cap_ppm;   /* its active thread percentage, in ppm of the SMs */
+    int32_t mps_server_pid; /* the daemon it connected to, which stands for the
+                             * MPS server in NVML's compute list; 0 = none */
 };
 
 /* A VMM allocation exported as a POSIX fd, or a legacy IPC handle. */

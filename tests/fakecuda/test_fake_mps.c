@@ -20,7 +20,9 @@
  *               its own memory), never an ordinary process, a phantom of
  *               FAKECUDA_NVML_EXTRA_PROCS or a device without its context;
  *               too small a count: NVML_ERROR_INSUFFICIENT_SIZE and the
- *               count; FAKECUDA_FAIL_<sym> is honoured.
+ *               count; FAKECUDA_FAIL_<sym> is honoured. The compute list
+ *               holds the client, the ordinary process and, as on the
+ *               H200, the server (here the daemon) with 66 MiB.
  *   occupancy   FAKECUDA_SMS, cuOccupancyMaxActiveBlocksPerMultiprocessor
  *               [WithFlags] and the cooperative-launch limit.
  *   timeline    clients' small kernels overlap (two clients' N kernels of
@@ -290,8 +292,7 @@ static void child_client(uint32_t ppm, int hold)
     CHECK_EQ(p->mps_mask, (1u << NDEV) - 1); /* every visible device */
     CHECK_EQ(p->mps_cap_ppm, ppm);
     CHECK_EQ_U(fakecuda_load(&p->kind_used[0][FAKECUDA_KIND_CONTEXT]), MPS_CTX_BYTES);
-    /* TODO(H200): what NVML lists for MPS clients; until measured each
-     * client is listed with its own memory. */
+    /* Each client with its own memory, as on the H200 (docs/mps.md). */
     CHECK_EQ(nvml_listed(), (long long)MPS_CTX_BYTES);
     if (hold >= 0) {
         char c;
@@ -418,11 +419,15 @@ static void child_nvml_lists(pid_t client, pid_t ordinary, int offset)
     CHECK_EQ(n, 1);
     CHECK_EQ(info[0].pid, (unsigned)(client + offset));
     CHECK_EQ_U(info[0].usedGpuMemory, MPS_CTX_BYTES);
-    /* The compute list has both, after the 3 phantoms. */
+    /* The compute list has both, after the 3 phantoms and the MPS server:
+     * the daemon, a thread of this test's parent (66 MiB, as the H200's
+     * server process). */
     n = 8;
     CHECK_EQ(nvmlDeviceGetComputeRunningProcesses_v3(dev, &n, info), NVML_SUCCESS);
-    CHECK_EQ(n, 5);
-    CHECK_EQ(info[3].pid + info[4].pid, (unsigned)(client + ordinary + 2 * offset));
+    CHECK_EQ(n, 6);
+    CHECK_EQ(info[3].pid, (unsigned)(getppid() + offset));
+    CHECK_EQ_U(info[3].usedGpuMemory, 66ull << 20);
+    CHECK_EQ(info[4].pid + info[5].pid, (unsigned)(client + ordinary + 2 * offset));
     /* Device 1: the client's too (mps_mask), but no context there. */
     n = 0;
     CHECK_EQ(nvmlDeviceGetMPSComputeRunningProcesses_v3(nvml_dev(1), &n, NULL), NVML_SUCCESS);
