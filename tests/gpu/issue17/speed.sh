@@ -11,7 +11,7 @@ set -u
 [ $# -ge 1 ] || { sed -n 2,9p "$0"; exit 2; }
 OUT=$(mkdir -p "$1" && cd "$1" && pwd)
 root=$(cd "$(dirname "$0")/../../.." && pwd)
-graph() { python3 "$root/bench/limiter/graph.py" --secs "${SECS:-2}" --warmup 1 "$@" 2>&1 |
+graph() { python3 "$root/bench/limiter/graph.py" --secs "${SECS:-2}" --warmup 1 2>&1 |
     sed -n 's/^RESULT .* rate=\([0-9.]*\).*/\1/p'; }
 {
     for i in $(seq "${REPS:-3}"); do echo "plain $i: $(graph)"; done
