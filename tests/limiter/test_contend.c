@@ -85,6 +85,25 @@ static const char **tenant_env(const char *gpu, const char *ledger, const char *
     return env;
 }
 
+/* Appends kv to a tenant_env environment (room for 15 and the NULL). */
+static void env_add(const char **env, const char *kv)
+{
+    int n = 0;
+    while (env[n])
+        n++;
+    CHECK(n < 15);
+    env[n] = kv;
+}
+
+/* The power-capped fake of boost and joined: busy 1400 W at the top clock,
+ * cap 700 W, idle 100 W. */
+static void env_add_power_cap(const char **env)
+{
+    env_add(env, "FAKECUDA_POWER_BUSY_W=1400");
+    env_add(env, "FAKECUDA_POWER_IDLE_W=100");
+    env_add(env, "FAKECUDA_POWER_CAP_W=700");
+}
+
 static void recovery(void)
 {
     struct fakecuda_state *gpu = lim_gpu("gpu.state");
@@ -233,12 +252,9 @@ static void pair_both_modes(const char *const *extra, double ab[2][2], double st
                                         lim_kv("%d%d.ledger", k, j), j ? "75" : "25", NULL);
             e[4] = "GPU_CORE_UTILIZATION_POLICY=force";
             e[5] = lim_kv("CUSHARE_BOARD=%s", lim_path(k ? "time.board" : "tput.board"));
-            int n = 7;
-            while (e[n])
-                n++;
-            e[n++] = k ? "CUSHARE_SM_SHARE=time" : "CUSHARE_SM_SHARE=throughput";
+            env_add(e, k ? "CUSHARE_SM_SHARE=time" : "CUSHARE_SM_SHARE=throughput");
             for (int x = 0; extra[x]; x++)
-                e[n++] = extra[x];
+                env_add(e, extra[x]);
             pid[k][j] = lim_spawn(e, args);
         }
     }
@@ -300,11 +316,8 @@ static void side_by_side(int ngpus, const char *const *env_k, const int *limits,
                                         lim_kv("%d", limits[j]), NULL);
             e[4] = "GPU_CORE_UTILIZATION_POLICY=force";
             e[5] = lim_kv("CUSHARE_BOARD=%s", lim_path(lim_kv("w%d%d.board", n, k)));
-            int m = 7;
-            while (e[m])
-                m++;
-            e[m++] = "FAKECUDA_CTX_SWITCH_US=200";
-            e[m++] = env_k[k];
+            env_add(e, "FAKECUDA_CTX_SWITCH_US=200");
+            env_add(e, env_k[k]);
             pid[k * n + j] = lim_spawn(e, args);
         }
     }
@@ -374,13 +387,8 @@ static void boost(void)
                                     "50", NULL);
         e[4] = "GPU_CORE_UTILIZATION_POLICY=force";
         e[5] = lim_kv("CUSHARE_BOARD=%s", lim_path(lim_kv("%d.board", k)));
-        int n = 7;
-        while (e[n])
-            n++;
-        e[n++] = k ? "CUSHARE_SM_SHARE=time" : "CUSHARE_SM_SHARE=throughput";
-        e[n++] = "FAKECUDA_POWER_BUSY_W=1400";
-        e[n++] = "FAKECUDA_POWER_IDLE_W=100";
-        e[n++] = "FAKECUDA_POWER_CAP_W=700";
+        env_add(e, k ? "CUSHARE_SM_SHARE=time" : "CUSHARE_SM_SHARE=throughput");
+        env_add_power_cap(e);
         pid[k] = lim_spawn(e, args);
     }
     static struct lim_series s[2];
@@ -429,13 +437,8 @@ static pid_t joined_tenant(const char *name, const char *limit)
                           lim_path(lim_kv("%s.out", name)), NULL};
     const char **e = tenant_env("gpu.state", lim_kv("%s.ledger", name), limit, NULL);
     e[4] = "GPU_CORE_UTILIZATION_POLICY=force";
-    int n = 7;
-    while (e[n])
-        n++;
-    e[n++] = "FAKECUDA_POWER_BUSY_W=1400";
-    e[n++] = "FAKECUDA_POWER_IDLE_W=100";
-    e[n++] = "FAKECUDA_POWER_CAP_W=700";
-    e[n++] = "CUSHARE_LOG_LEVEL=info";
+    env_add_power_cap(e);
+    env_add(e, "CUSHARE_LOG_LEVEL=info");
     return lim_spawn(e, args);
 }
 
@@ -476,11 +479,8 @@ static void samples(void)
     for (int k = 0; k < 2; k++) {
         const char **e = tenant_env("gpu.state", k ? "b.ledger" : "a.ledger", k ? NULL : "25",
                                     NULL);
-        int n = 6;
-        while (e[n])
-            n++;
         e[2] = "FAKECUDA_UTIL_WINDOW_MS=600000"; /* replaces tenant_env's 300 ms */
-        e[n++] = "FAKECUDA_NVML_SAMPLE_MS=50";   /* a new sample every tick (100 ms) */
+        env_add(e, "FAKECUDA_NVML_SAMPLE_MS=50"); /* a new sample every tick (100 ms) */
         pid[k] = lim_spawn(e, k ? b_args : a_args);
     }
     static struct lim_series s;
