@@ -412,8 +412,8 @@ static void update_boost(int d, int util, uint32_t own_ppm, int64_t now)
 
 /* Debug, once a second: where our time went (charged GPU time, work,
  * pacing sleeps, the time of our own window that the law's holds left
- * idle, which nobody may use) and how far our clock runs ahead of real
- * time. */
+ * idle, which nobody may use), how far our clock runs ahead of real time,
+ * our window, and the process's launch path counts (cushare_limiter_stats). */
 static void log_pacing(int d, int64_t now)
 {
     __typeof__(W.dev[0]) *w = &W.dev[d];
@@ -446,8 +446,9 @@ static void log_pacing(int d, int64_t now)
                  "us at %lld us of %lld us; process %d: %llu launches, %llu markers, %llu pairs "
                  "measured, %llu groups by estimate", d, (double)(now - w->pacing_logged_ns) / 1e9,
                  ms[0], ms[1], ms[2], ms[3], lead, (long long)win.len_ns / 1000,
-                 (long long)win.off_ns / 1000, (long long)win.period_ns / 1000, (int)getpid(), (unsigned long long)n[0], (unsigned long long)n[1],
-                 (unsigned long long)n[2], (unsigned long long)n[3]);
+                 (long long)win.off_ns / 1000, (long long)win.period_ns / 1000, (int)getpid(),
+                 (unsigned long long)n[0], (unsigned long long)n[1], (unsigned long long)n[2],
+                 (unsigned long long)n[3]);
     w->pacing_logged_ns = now;
     memcpy(w->pacing_at, at, sizeof at);
 }
