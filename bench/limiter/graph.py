@@ -7,15 +7,43 @@ in fp16, captured once with torch.cuda.graph and replayed back to back
 cuGraphLaunch, so the limiter paces and measures it as one unit.
 
     graph.py [--secs S] [--warmup W] [--layers L] [--width D] [--batch-size B]
-             [--per-sync K] [--start-mono NS]
+             [--per-sync K] [--start-mono NS] [--trace FILE]
 
 Prints one line: RESULT workload=graph rate=REPLAYS_PER_S kernels=N secs=T
+With --trace (diagnosis, issue 17) the graph also stamps the GPU's clock
+before and after its work (stamps.py) and FILE gets every replay's launch,
+start and end in tests/gpu/issue17/edge_gaps.py's format.
 """
 import argparse
 
 import torch
 
 from timing import add_timing_args, measure, wait_for_start
+
+
+def capture(layers=4, width=2048, batch_size=8, stamps=None):
+    """The model captured as one graph, replayed once; with `stamps`, the
+    graph stamps the GPU's clock before and after the model."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(*[torch.nn.Linear(width, width) for _ in range(layers)])
+    model = model.half().cuda().eval()
+    x = torch.randn(batch_size, width, device="cuda", dtype=torch.half)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.no_grad(), torch.cuda.stream(s):
+        for _ in range(3):  # warm cuBLAS up outside the capture
+            model(x)
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.no_grad(), torch.cuda.graph(g):
+        if stamps:
+            stamps.stamp()
+        model(x)
+        if stamps:
+            stamps.stamp()
+    g.replay()
+    torch.cuda.synchronize()
+    return g
 
 
 def main():
@@ -25,29 +53,25 @@ def main():
     p.add_argument("--width", type=int, default=2048)
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--per-sync", type=int, default=200)
+    p.add_argument("--trace")
     a = p.parse_args()
+    stamps = None
+    if a.trace:
+        from stamps import Stamps
+        stamps = Stamps()
 
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(*[torch.nn.Linear(a.width, a.width) for _ in range(a.layers)])
-    model = model.half().cuda().eval()
-    x = torch.randn(a.batch_size, a.width, device="cuda", dtype=torch.half)
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.no_grad(), torch.cuda.stream(s):
-        for _ in range(3):  # warm cuBLAS up outside the capture
-            model(x)
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.no_grad(), torch.cuda.graph(g):
-        y = model(x)
-    g.replay()
-    torch.cuda.synchronize()
-    del y
+    g = capture(a.layers, a.width, a.batch_size, stamps)
+    step = g.replay
+    if stamps:
+        stamps.reset()
+        step = stamps.launched(g.replay)
     wait_for_start(a.start_mono)
 
-    counted, secs = measure(g.replay, a.per_sync, torch.cuda.synchronize, a.warmup, a.secs)
+    counted, secs = measure(step, a.per_sync, torch.cuda.synchronize, a.warmup, a.secs)
     print(f"RESULT workload=graph rate={counted / secs:.1f} kernels={counted} secs={secs:.3f}",
           flush=True)
+    if stamps:
+        stamps.write(a.trace, counted)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,8 @@ time all of them were measuring, it prints one SUMMARY line and details:
   already queued, so the gap is the GPU's own switch);
 - same-tenant gaps (a tenant's synchronisation or its own launch
   latency), by size;
+- per tenant, how long its replays took on the GPU and how long they
+  waited in the queue after their launch;
 - overlaps: a replay that ran across another tenant's (the GPU
   time-sliced them mid-replay).
 Launch times are host CLOCK_REALTIME, stamps the GPU's %globaltimer; the
@@ -109,9 +111,15 @@ def main():
         g = same.get(name, [])
         small = sum(x for x in g if x < 50000)
         big = [x for x in g if x >= 50000]
-        print(f"  {name}: {len([x for x in iv if x[2] == name])} replays, same-tenant gaps "
+        mine = [x for x in iv if x[2] == name]
+        dur = [e - s for s, e, _, _ in mine]
+        queued = [s - launch for s, _, _, launch in mine]
+        print(f"  {name}: {len(mine)} replays, same-tenant gaps "
               f"{100 * sum(g) / span:.2f} % ({len(g)}: <50 us {100 * small / span:.2f} %, "
               f">=50 us {len(big)} of mean {us(statistics.mean(big or [0])):.0f} us)")
+        print(f"    on the GPU: mean {us(statistics.mean(dur or [0])):.2f} us a replay (p50 "
+              f"{us(pct(dur, .5)):.2f}, p90 {us(pct(dur, .9)):.2f}); launch to start p50 "
+              f"{us(pct(queued, .5)):.0f} us, p90 {us(pct(queued, .9)):.0f} us")
     print(f"  overlaps (a replay run across another tenant's): {overlap_n}, "
           f"{100 * overlap_ns / span:.2f} % of the span")
     return 0
