@@ -90,6 +90,12 @@ foreach(case started joined usage)
     ENVIRONMENT "${CS_TEST_ENV};FAKECUDA_NS_PER_BLOCK=1;CUSHARE_MPS_CONTROL=${CS_FAKE_DIR}/fake-nvidia-cuda-mps-control")
 endforeach()
 
+# The bench's own-speed row, computed from a stub workload's rates and
+# gpu_us (tests/limiter/bench_own_speed.sh says what it checks).
+add_test(NAME limiter_bench_own_speed COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/limiter/bench_own_speed.sh
+  ${CS_CLI} ${CMAKE_BINARY_DIR}/tmp/limiter/bench_own_speed)
+set_tests_properties(limiter_bench_own_speed PROPERTIES TIMEOUT 60 ENVIRONMENT "${CS_TEST_ENV}")
+
 # The limiter tests measure shares of simulated GPU time over sub-second
 # windows: they run one at a time so a busy 2-core CI machine does not
 # starve the processes whose pacing they measure. (The smoke test above

@@ -10,6 +10,12 @@ cuGraphLaunch, so the limiter paces and measures it as one unit.
              [--per-sync K] [--start-mono NS] [--trace FILE]
 
 Prints one line: RESULT workload=graph rate=REPLAYS_PER_S kernels=N secs=T
+gpu_us=U, U the GPU time of a replay when replays run back to back, measured
+after the run in this process. The same graph can run up to ~5 % slower in
+one process than in the next, with or without cushare, by where its memory
+landed (its 32 MiB of weights are near the size of the H200's 50 MiB L2;
+tests/gpu/issue17/placement.sh); `cushare bench limiter` uses U to tell
+that apart from what sharing costs.
 With --trace (diagnosis, issue 17) the graph also stamps the GPU's clock
 before and after its work (stamps.py) and FILE gets every replay's launch,
 start and end in tests/gpu/issue17/edge_gaps.py's format.
@@ -46,6 +52,22 @@ def capture(layers=4, width=2048, batch_size=8, stamps=None):
     return g
 
 
+def gpu_us_per_replay(replay, n=100, tries=20):
+    """GPU microseconds per replay queued back to back: the least of `tries`
+    batches of n timed by CUDA events (a batch the limiter paused or the
+    GPU switched away from only takes longer)."""
+    best = float("inf")
+    for _ in range(tries):
+        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        begin.record()
+        for _ in range(n):
+            replay()
+        end.record()
+        end.synchronize()
+        best = min(best, begin.elapsed_time(end) * 1000 / n)
+    return best
+
+
 def main():
     p = argparse.ArgumentParser()
     add_timing_args(p)
@@ -68,8 +90,9 @@ def main():
     wait_for_start(a.start_mono)
 
     counted, secs = measure(step, a.per_sync, torch.cuda.synchronize, a.warmup, a.secs)
-    print(f"RESULT workload=graph rate={counted / secs:.1f} kernels={counted} secs={secs:.3f}",
-          flush=True)
+    gpu_us = gpu_us_per_replay(g.replay)
+    print(f"RESULT workload=graph rate={counted / secs:.1f} kernels={counted} secs={secs:.3f} "
+          f"gpu_us={gpu_us:.3f}", flush=True)
     if stamps:
         stamps.write(a.trace, counted)
 

@@ -15,7 +15,12 @@
  * A workload is any command that accepts --secs S --warmup W
  * --start-mono NS and prints "RESULT ... rate=R ..." (bench/limiter/); its
  * command line is split into words as the shell would (quotes allowed) but
- * never run by a shell.
+ * never run by a shell. A workload may add " gpu_us=U": the GPU time of
+ * one of its steps run back to back, measured in that process. Where the
+ * native run and every tenant of a mix say it, the mix gets a row more,
+ * not judged: its sum with each tenant's rate taken at the native run's
+ * speed per step, the work the GPU did whatever the speed of the process
+ * (docs/limiter.md, "Own speed").
  *
  * With --mps it also runs each limit and mix concurrently, as clients of the
  * MPS control daemon of the one visible GPU (cli/mps.h; started or joined
@@ -128,9 +133,12 @@ struct workload {
     char name[64];
     char cmd[1024];
     double native, unlimited;
+    double native_gpu_us;                                   /* 0: not said */
     double rate[NMODES][MAX_LIMITS];                        /* the worst run's */
     double mix_rate[NMODES][MAX_MIXES][MAX_MIX_TENANTS];    /* the kept run's */
     double mix_sum[NMODES][MAX_MIXES][MAX_RUNS];            /* every run's together */
+    double mix_own[NMODES][MAX_MIXES][MAX_RUNS];            /* ... at own speed, or -1 */
+    int mix_kept[NMODES][MAX_MIXES];                        /* which run mix_rate is */
 };
 
 static struct {
@@ -295,9 +303,12 @@ static struct child start(const char *cmd, enum mode mode, int pct, long long st
     return c;
 }
 
-/* Reads the child's output to the end; its rate, or -1. */
-static double finish(struct child c, const char *what)
+/* Reads the child's output to the end; its rate, or -1. Its gpu_us, or
+ * 0 when it said none, goes to *gpu_us when that is not NULL. */
+static double finish(struct child c, const char *what, double *gpu_us)
 {
+    if (gpu_us)
+        *gpu_us = 0;
     if (c.pid <= 0)
         return -1;
     char buf[4096];
@@ -305,8 +316,11 @@ static double finish(struct child c, const char *what)
     while (fgets(buf, sizeof buf, c.out)) {
         char *r = strstr(buf, "RESULT ");
         char *p = r ? strstr(r, " rate=") : NULL;
+        char *u = r ? strstr(r, " gpu_us=") : NULL;
         if (p)
             rate = atof(p + 6);
+        if (u && gpu_us)
+            *gpu_us = atof(u + 8);
     }
     fclose(c.out);
     int st = cs_cli_wait(c.pid);
@@ -320,7 +334,7 @@ static double finish(struct child c, const char *what)
 
 static double run1(const char *cmd, enum mode mode, int pct, const char *what)
 {
-    return finish(start(cmd, mode, pct, 0), what);
+    return finish(start(cmd, mode, pct, 0), what, NULL);
 }
 
 static void verdict(int ok)
@@ -451,6 +465,23 @@ static double together(const struct workload *w, const struct mix *m, const doub
     return sum;
 }
 
+/* together() with each tenant's rate scaled by its GPU time per step over
+ * the native run's: what the mix got done at the native run's speed. -1
+ * when the native run or a tenant did not say its gpu_us. */
+static double together_own_speed(const struct workload *w, const struct mix *m,
+                                 const double *rate, const double *gpu_us)
+{
+    if (w->native_gpu_us <= 0)
+        return -1;
+    double sum = 0;
+    for (int t = 0; t < m->n; t++) {
+        if (rate[t] <= 0 || gpu_us[t] <= 0)
+            return -1;
+        sum += share_of(w, rate[t]) * gpu_us[t] / w->native_gpu_us;
+    }
+    return sum;
+}
+
 /* A two-tenant mix's A:B throughput ratio against its limits' ratio:
  * the relative error, or 1e9 when a tenant has no rate. */
 static double ratio_error(const struct mix *m, const double *rate)
@@ -518,7 +549,7 @@ static double keep_score(const struct workload *w, int k, enum mode mode, const 
 }
 
 static void run_mix_once(const struct workload *w, const struct mix *m, enum mode mode,
-                         double *rate)
+                         double *rate, double *gpu_us)
 {
     long long t0 = cs__now_ns() + (long long)(B.start_delay * 1e9);
     struct child c[MAX_MIX_TENANTS];
@@ -527,7 +558,7 @@ static void run_mix_once(const struct workload *w, const struct mix *m, enum mod
     for (int t = 0; t < m->n; t++) {
         char what[64];
         snprintf(what, sizeof what, "%s tenant at %d%%", modes[mode].column, m->limits[t]);
-        rate[t] = finish(c[t], what);
+        rate[t] = finish(c[t], what, &gpu_us[t]);
     }
 }
 
@@ -536,13 +567,15 @@ static void measure_mix(struct workload *w, int k, enum mode mode)
 {
     double *kept = w->mix_rate[mode][k], best = -HUGE_VAL;
     for (int r = 0; r < B.runs; r++) {
-        double rate[MAX_MIX_TENANTS];
-        run_mix_once(w, &B.mixes[k], mode, rate);
+        double rate[MAX_MIX_TENANTS], gpu_us[MAX_MIX_TENANTS];
+        run_mix_once(w, &B.mixes[k], mode, rate, gpu_us);
         w->mix_sum[mode][k][r] = together(w, &B.mixes[k], rate);
+        w->mix_own[mode][k][r] = together_own_speed(w, &B.mixes[k], rate, gpu_us);
         double score = keep_score(w, k, mode, rate);
         if (score > best || !r) {
             best = score;
             memcpy(kept, rate, sizeof rate);
+            w->mix_kept[mode][k] = r;
         }
     }
 }
@@ -554,6 +587,25 @@ static void ratio_row(const char *label, const struct mix *m, const double *rate
     double want = (double)m->limits[0] / m->limits[1];
     printf("%-22s %12.3f %8s %8.3f %+6.1f%%", label, ratio, "", want, 100.0 * (ratio / want - 1));
     verdict(ratio_error(m, rate) <= 0.10);
+}
+
+/* The time-sliced mix's sum at each tenant's own speed (not judged), when
+ * every run has it. */
+static void own_speed_row(const struct workload *w, int k)
+{
+    const double *own = w->mix_own[SLICED][k];
+    for (int r = 0; r < B.runs; r++)
+        if (own[r] < 0)
+            return;
+    double target = limits_sum(&B.mixes[k]), kept = own[w->mix_kept[SLICED][k]];
+    printf("%-22s %12s %7.1f%% %7.0f%% %7.1f%% of limits", "together, own speed", "", kept,
+           target, 100 * kept / target);
+    if (B.runs > 1) {
+        printf("  runs:");
+        for (int r = 0; r < B.runs; r++)
+            printf(" %.1f", own[r]);
+    }
+    printf("  (not judged)\n");
 }
 
 static void print_sliced_mix(const struct workload *w, int k)
@@ -577,6 +629,7 @@ static void print_sliced_mix(const struct workload *w, int k)
             printf(" %.1f", w->mix_sum[SLICED][k][r]);
     }
     verdict(sum >= 0 && sum >= B.conserve * target / 100);
+    own_speed_row(w, k);
     if (m->n == 2)
         ratio_row("A:B ratio", m, rate);
 }
@@ -704,7 +757,7 @@ static void run_workload(struct workload *w)
 {
     printf("\n== %s: %s\n", w->name, w->cmd);
     printf("%-22s %12s %8s %8s %8s\n", "run", "kernels/s", "share", "target", "error");
-    w->native = run1(w->cmd, NATIVE, 0, "native run");
+    w->native = finish(start(w->cmd, NATIVE, 0, 0), "native run", &w->native_gpu_us);
     printf("%-22s %12.1f %7.1f%%\n", "native (no cushare)", w->native, 100.0);
     if (w->native <= 0) {
         B.failures++;

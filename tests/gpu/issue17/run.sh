@@ -24,13 +24,14 @@
 #            alternating, N = 1 8 32 128 300 and 48 contexts. OUT/init/.
 # Environment: SECS (default 4) and WARMUP (1.5) per measurement, START_DELAY
 # (8: seconds the tenants of a mix get to start), RUNS, TOL,
-# WORKLOADS (default "matmul elementwise graph"), BUDGET_S (default 540:
-# steps that would run past it are skipped and say so).
+# WORKLOADS (default "matmul elementwise graph"; graph-wide: the graph at
+# width 3072, 72 MiB of weights, past the L2's size: placement.sh), BUDGET_S
+# (default 540: steps that would run past it are skipped and say so).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/gpu/common.sh
 . "$here/../common.sh"
-gpu_args 24 "$0" "$@"
+gpu_args 25 "$0" "$@"
 shift 2
 steps=${*:-limiter free diag init}
 cd "$GPU_ROOT" || exit 1
@@ -49,6 +50,10 @@ workload_args() {
         matmul) echo "--workload"; echo "matmul=python3 $GPU_ROOT/bench/limiter/matmul.py" ;;
         elementwise) echo "--workload"; echo "elementwise=$B/limiter_workload elementwise" ;;
         graph) echo "--workload"; echo "graph=python3 $GPU_ROOT/bench/limiter/graph.py" ;;
+        graph-wide)
+            echo "--workload"
+            echo "graph-wide=python3 $GPU_ROOT/bench/limiter/graph.py --width 3072"
+            ;;
         esac
     done
 }
