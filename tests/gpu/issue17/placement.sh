@@ -5,13 +5,16 @@
 #   seq       N processes start and allocate together, then each replays
 #             ALONE in turn (--start-mono staggered);
 #   together  N processes start together and replay together (the
-#             driver's own time-slicing).
+#             driver's own time-slicing);
+#   stagger   as seq, but each process starts STAGGER seconds (default 7)
+#             after the one before, so it allocates alone, beside the
+#             memory the earlier ones hold.
 # Per process: its replays' GPU time (p50) and rate, in OUT/summary.txt.
 #   tests/gpu/issue17/placement.sh OUT_DIR [MODE...]   (default: seq together)
 # RUNS (default 3), N (3), WIDTHS (default 2048: graph.py --width; 4 layers
 # of WIDTH^2 fp16 weights, 32 MiB at 2048 against the H200's 50 MiB L2).
 set -u
-[ $# -ge 1 ] || { sed -n 2,13p "$0"; exit 2; }
+[ $# -ge 1 ] || { sed -n 2,16p "$0"; exit 2; }
 OUT=$(mkdir -p "$1" && cd "$1" && pwd)
 shift
 here=$(cd "$(dirname "$0")" && pwd)
@@ -28,14 +31,17 @@ for mode in $modes; do
         for run in $(seq "${RUNS:-3}"); do
             d=$OUT/$mode-w$w-$run
             mkdir -p "$d"
-            start=$(mono_in 8)
+            n=${N:-3} gap=0
+            [ "$mode" = stagger ] && gap=${STAGGER:-7}
+            start=$(mono_in $((8 + n * gap)))
             pids=()
-            for k in $(seq 0 $((${N:-3} - 1))); do
+            for k in $(seq 0 $((n - 1))); do
                 at=$start
-                [ "$mode" = seq ] && at=$((start + k * (secs + 2) * 1000000000))
+                [ "$mode" != together ] && at=$((start + k * (secs + 2) * 1000000000))
                 python3 "$graph" --width "$w" --secs "$secs" --warmup 1 --start-mono "$at" \
                     --trace "$d/p$k.trace" > "$d/p$k.log" 2>&1 &
                 pids+=($!)
+                sleep "$gap"
             done
             wait "${pids[@]}"
             line="$mode width $w run $run:"
