@@ -138,6 +138,7 @@ struct workload {
     double mix_rate[NMODES][MAX_MIXES][MAX_MIX_TENANTS];    /* the kept run's */
     double mix_sum[NMODES][MAX_MIXES][MAX_RUNS];            /* every run's together */
     double mix_own[NMODES][MAX_MIXES][MAX_RUNS];            /* ... at own speed, or -1 */
+    double mix_gpu_us[NMODES][MAX_MIXES][MAX_MIX_TENANTS];  /* the kept run's, 0: none */
     int mix_kept[NMODES][MAX_MIXES];                        /* which run mix_rate is */
 };
 
@@ -575,6 +576,7 @@ static void measure_mix(struct workload *w, int k, enum mode mode)
         if (score > best || !r) {
             best = score;
             memcpy(kept, rate, sizeof rate);
+            memcpy(w->mix_gpu_us[mode][k], gpu_us, sizeof gpu_us);
             w->mix_kept[mode][k] = r;
         }
     }
@@ -590,14 +592,15 @@ static void ratio_row(const char *label, const struct mix *m, const double *rate
 }
 
 /* The time-sliced mix's sum at each tenant's own speed (not judged), when
- * every run has it. */
+ * every run has it; then the kept run's tenants at their own speed. */
 static void own_speed_row(const struct workload *w, int k)
 {
+    const struct mix *m = &B.mixes[k];
     const double *own = w->mix_own[SLICED][k];
     for (int r = 0; r < B.runs; r++)
         if (own[r] < 0)
             return;
-    double target = limits_sum(&B.mixes[k]), kept = own[w->mix_kept[SLICED][k]];
+    double target = limits_sum(m), kept = own[w->mix_kept[SLICED][k]];
     printf("%-22s %12s %7.1f%% %7.0f%% %7.1f%% of limits", "together, own speed", "", kept,
            target, 100 * kept / target);
     if (B.runs > 1) {
@@ -605,6 +608,11 @@ static void own_speed_row(const struct workload *w, int k)
         for (int r = 0; r < B.runs; r++)
             printf(" %.1f", own[r]);
     }
+    printf("  tenants:");
+    for (int t = 0; t < m->n; t++)
+        printf("%s%.1f", t ? " + " : " ",
+               share_of(w, w->mix_rate[SLICED][k][t]) * w->mix_gpu_us[SLICED][k][t] /
+                   w->native_gpu_us);
     printf("  (not judged)\n");
 }
 

@@ -6,8 +6,8 @@
 #   bench_own_speed.sh CUSHARE WORK_DIR
 # The stub: native and unlimited 1000 steps/s at 10 us a step; at --sm L
 # 10*L steps/s (share L) at 10 + L/25 us (integer division). So the 25+75
-# mix is 100 % together and 25*1.1 + 75*1.3 = 125 % at own speed, and
-# 20+30+50 is 20*1.0 + 30*1.1 + 50*1.2 = 113 %.
+# mix is 100 % together and 25*1.1 + 75*1.3 = 27.5 + 97.5 = 125 % at own
+# speed, and 20+30+50 is 20*1.0 + 30*1.1 + 50*1.2 = 20 + 33 + 60 = 113 %.
 set -u
 cli=$1 dir=$2
 rm -rf "$dir" && mkdir -p "$dir" || exit 1
@@ -37,11 +37,12 @@ bench() { # WORKLOAD_ARGS
 
 bench ""
 grep -q '^together  .* 100.0% .*runs: 100.0 100.0' "$dir/out.txt" || fail "no 'together' row at 100 %"
-grep -q '^together, own speed  *125.0%  *100%  *125.0% of limits  runs: 125.0 125.0  (not judged)$' \
+grep -q '^together, own speed  *125.0%  *100%  *125.0% of limits  runs: 125.0 125.0  tenants: 27.5 + 97.5  (not judged)$' \
     "$dir/out.txt" || fail "25+75: no 'together, own speed' row at 125 %"
-grep -q '^together, own speed  *113.0%  *100%  *113.0% of limits  runs: 113.0 113.0  (not judged)$' \
+grep -q '^together, own speed  *113.0%  *100%  *113.0% of limits  runs: 113.0 113.0  tenants: 20.0 + 33.0 + 60.0  (not judged)$' \
     "$dir/out.txt" || fail "20+30+50: no 'together, own speed' row at 113 %"
 
+cp "$dir/out.txt" "$dir/out-gpu-us.txt"
 bench --no-gpu-us
 grep -q '^together  .* 100.0%' "$dir/out.txt" || fail "no 'together' row without gpu_us"
 ! grep -q 'own speed' "$dir/out.txt" || fail "an own-speed row though the workload said no gpu_us"
