@@ -568,7 +568,7 @@ static void measure_mix(struct workload *w, int k, enum mode mode)
 {
     double *kept = w->mix_rate[mode][k], best = -HUGE_VAL;
     for (int r = 0; r < B.runs; r++) {
-        double rate[MAX_MIX_TENANTS], gpu_us[MAX_MIX_TENANTS];
+        double rate[MAX_MIX_TENANTS] = {0}, gpu_us[MAX_MIX_TENANTS] = {0};
         run_mix_once(w, &B.mixes[k], mode, rate, gpu_us);
         w->mix_sum[mode][k][r] = together(w, &B.mixes[k], rate);
         w->mix_own[mode][k][r] = together_own_speed(w, &B.mixes[k], rate, gpu_us);
