@@ -139,7 +139,6 @@ struct workload {
     double mix_sum[NMODES][MAX_MIXES][MAX_RUNS];            /* every run's together */
     double mix_own[NMODES][MAX_MIXES][MAX_RUNS];            /* ... at own speed, or -1 */
     double mix_gpu_us[NMODES][MAX_MIXES][MAX_MIX_TENANTS];  /* the kept run's, 0: none */
-    int mix_kept[NMODES][MAX_MIXES];                        /* which run mix_rate is */
 };
 
 static struct {
@@ -466,9 +465,16 @@ static double together(const struct workload *w, const struct mix *m, const doub
     return sum;
 }
 
-/* together() with each tenant's rate scaled by its GPU time per step over
- * the native run's: what the mix got done at the native run's speed. -1
- * when the native run or a tenant did not say its gpu_us. */
+/* A tenant's share at the native run's speed: its rate scaled by its GPU
+ * time per step over the native run's. */
+static double own_speed_share(const struct workload *w, double rate, double gpu_us)
+{
+    return share_of(w, rate) * gpu_us / w->native_gpu_us;
+}
+
+/* together() at each tenant's own speed (own_speed_share): what the mix
+ * got done at the native run's speed. -1 when the native run or a tenant
+ * did not say its gpu_us. */
 static double together_own_speed(const struct workload *w, const struct mix *m,
                                  const double *rate, const double *gpu_us)
 {
@@ -478,7 +484,7 @@ static double together_own_speed(const struct workload *w, const struct mix *m,
     for (int t = 0; t < m->n; t++) {
         if (rate[t] <= 0 || gpu_us[t] <= 0)
             return -1;
-        sum += share_of(w, rate[t]) * gpu_us[t] / w->native_gpu_us;
+        sum += own_speed_share(w, rate[t], gpu_us[t]);
     }
     return sum;
 }
@@ -577,7 +583,6 @@ static void measure_mix(struct workload *w, int k, enum mode mode)
             best = score;
             memcpy(kept, rate, sizeof rate);
             memcpy(w->mix_gpu_us[mode][k], gpu_us, sizeof gpu_us);
-            w->mix_kept[mode][k] = r;
         }
     }
 }
@@ -596,11 +601,12 @@ static void ratio_row(const char *label, const struct mix *m, const double *rate
 static void own_speed_row(const struct workload *w, int k)
 {
     const struct mix *m = &B.mixes[k];
-    const double *own = w->mix_own[SLICED][k];
+    const double *own = w->mix_own[SLICED][k], *rate = w->mix_rate[SLICED][k];
+    const double *gpu_us = w->mix_gpu_us[SLICED][k];
     for (int r = 0; r < B.runs; r++)
         if (own[r] < 0)
             return;
-    double target = limits_sum(m), kept = own[w->mix_kept[SLICED][k]];
+    double target = limits_sum(m), kept = together_own_speed(w, m, rate, gpu_us);
     printf("%-22s %12s %7.1f%% %7.0f%% %7.1f%% of limits", "together, own speed", "", kept,
            target, 100 * kept / target);
     if (B.runs > 1) {
@@ -610,9 +616,7 @@ static void own_speed_row(const struct workload *w, int k)
     }
     printf("  tenants:");
     for (int t = 0; t < m->n; t++)
-        printf("%s%.1f", t ? " + " : " ",
-               share_of(w, w->mix_rate[SLICED][k][t]) * w->mix_gpu_us[SLICED][k][t] /
-                   w->native_gpu_us);
+        printf("%s%.1f", t ? " + " : " ", own_speed_share(w, rate[t], gpu_us[t]));
     printf("  (not judged)\n");
 }
 
