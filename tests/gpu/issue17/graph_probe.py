@@ -24,6 +24,7 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 "..", "..", "..", "bench", "limiter"))
 from graph import capture  # noqa: E402
+from timing import measure  # noqa: E402
 
 
 def launch_and_gpu_us(g, n=100):
@@ -41,21 +42,10 @@ def launch_and_gpu_us(g, n=100):
 
 
 def loop_rate(g, secs, per_sync=200):
-    """Replays per second in graph.py's loop, after a 0.2 s warm-up."""
-    t0 = time.perf_counter()
-    n, t_meas = 0, None
-    while True:
-        for _ in range(per_sync):
-            g.replay()
-        torch.cuda.synchronize()
-        t = time.perf_counter()
-        if t_meas is None:
-            if t - t0 >= 0.2:
-                t_meas = t
-            continue
-        n += per_sync
-        if t - t_meas >= secs:
-            return n / (t - t_meas)
+    """Replays per second in graph.py's own loop (timing.measure), after a
+    0.2 s warm-up."""
+    counted, measured = measure(g.replay, per_sync, torch.cuda.synchronize, 0.2, secs)
+    return counted / measured
 
 
 def python_mops():

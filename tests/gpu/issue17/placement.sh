@@ -45,7 +45,7 @@ for mode in $modes; do
             done
             wait "${pids[@]}"
             line="$mode width $w run $run:"
-            for k in $(seq 0 $((${N:-3} - 1))); do
+            for k in $(seq 0 $((n - 1))); do
                 rate=$(sed -n 's/^RESULT .* rate=\([0-9.]*\).*/\1/p' "$d/p$k.log")
                 line+=" p$k ${rate:-?}/s $(p50 "$d/p$k.trace") us;"
             done
