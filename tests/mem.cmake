@@ -32,6 +32,21 @@ cs_mem_test(mem_ledger_truncated test_ledger_truncated.c "CUDA_DEVICE_MEMORY_LIM
 # Plays a second, hostile user when run as root (tests/multiuser.h);
 # skipped, with the reason printed, where that is impossible.
 cs_mem_test(mem_ledger_foreign test_ledger_foreign.c)
+# Shared memory against hostile markers, payer files and kept fds
+# (docs/security.md): mem_hostile_share is the kept-fd case, the others one
+# attacker each, skipped (visibly) unless root.
+cs_mem_test(mem_hostile_share test_hostile_share.c)
+foreach(case forged_user forged_pod leased pid1)
+  add_test(NAME mem_hostile_share_${case} COMMAND mem_hostile_share case ${case})
+  get_test_property(mem_hostile_share ENVIRONMENT env)
+  set_tests_properties(mem_hostile_share_${case} PROPERTIES ENVIRONMENT "${env}"
+    SKIP_RETURN_CODE 77 TIMEOUT 120 FIXTURES_REQUIRED stale_ledgers)
+endforeach()
+# The slice file's limit wins over a ledger the tenant made or edits.
+add_test(NAME mem_slice_authority COMMAND ${CMAKE_SOURCE_DIR}/tests/mem/slice_authority.sh
+         ${CMAKE_BINARY_DIR})
+set_tests_properties(mem_slice_authority PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77
+  FIXTURES_REQUIRED stale_ledgers ENVIRONMENT "${CS_TEST_ENV}")
 cs_mem_test(mem_multi_gpu test_multi_gpu.c "FAKECUDA_DEVICES=2"
   "CUDA_DEVICE_MEMORY_LIMIT_0=64m" "CUDA_DEVICE_MEMORY_LIMIT_1=128m")
 cs_mem_test(mem_nvml_only test_nvml_only.c "CUDA_DEVICE_MEMORY_LIMIT=64m")

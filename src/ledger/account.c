@@ -38,9 +38,11 @@ static int check_args(const struct cs_ledger *l, int dev, int cat)
 }
 
 /* Raises the aggregate by `bytes` if the limit allows (one CAS). */
-static int charge_aggregate(struct cs_ledger_header *h, int dev, uint64_t bytes)
+static int charge_aggregate(const struct cs_ledger *l, int dev, uint64_t bytes)
 {
-    const uint64_t limit = __atomic_load_n(&h->limit[dev], __ATOMIC_RELAXED);
+    struct cs_ledger_header *h = l->hdr;
+    const uint64_t limit = l->pinned ? l->pinned_limit[dev]
+                                     : __atomic_load_n(&h->limit[dev], __ATOMIC_RELAXED);
     uint64_t cur = __atomic_load_n(&h->dev[dev].used, __ATOMIC_SEQ_CST), next;
     do {
         if (bytes > UINT64_MAX - cur)
@@ -61,7 +63,7 @@ static int charge(struct cs_ledger *l, int dev, int cat, uint64_t bytes)
 {
     struct cs_ledger_slot *s = cs__ledger_my_slot(l);
     cs__ledger_announce(s, dev, bytes);
-    int r = charge_aggregate(l->hdr, dev, bytes);
+    int r = charge_aggregate(l, dev, bytes);
     if (r == 0)
         __atomic_fetch_add(&s->bytes[dev][cat], bytes, __ATOMIC_SEQ_CST);
     cs__ledger_withdraw(s, dev, bytes);
@@ -158,5 +160,7 @@ uint64_t cs__ledger_limit(const struct cs_ledger *l, int dev)
     if (!l->hdr || dev < 0 || dev >= CS_MAX_DEVICES)
         return 0;
     cs__ledger_usable(l); /* a zeroed header must not read as "no limit" */
+    if (l->pinned)
+        return l->pinned_limit[dev];
     return __atomic_load_n(&l->hdr->limit[dev], __ATOMIC_RELAXED);
 }

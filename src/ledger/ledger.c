@@ -350,6 +350,57 @@ static void warn_param_mismatch(const struct cs_ledger *l, const struct cs_ledge
                 p->policy);
 }
 
+/* The slice file is the authority over a slice's limits; the ledger is a
+ * file the tenant can write (it created it, or edits its header). So the
+ * slice's values are what this process enforces, and they are written
+ * back over a header that says otherwise, for monitors to see. */
+static void pin_limits(struct cs_ledger *l, const struct cs_ledger_params *p)
+{
+    struct cs_ledger_header *h = l->hdr;
+    l->pinned = true;
+    int differ = -1;
+    uint64_t had_limit = 0;
+    uint32_t had_sm = 0;
+    for (uint32_t i = 0; i < CS_MAX_DEVICES; i++) {
+        l->pinned_limit[i] = p->limit[i];
+        l->pinned_sm_limit[i] = p->sm_limit[i];
+        uint64_t lim = __atomic_exchange_n(&h->limit[i], p->limit[i], __ATOMIC_RELAXED);
+        uint32_t sm = __atomic_exchange_n(&h->sm_limit[i], p->sm_limit[i], __ATOMIC_RELAXED);
+        if (differ < 0 && (lim != p->limit[i] || sm != p->sm_limit[i])) {
+            differ = (int)i;
+            had_limit = lim;
+            had_sm = sm;
+        }
+    }
+    l->pinned_policy = p->policy;
+    uint32_t had_policy = __atomic_exchange_n(&h->policy, p->policy, __ATOMIC_RELAXED);
+    if (differ >= 0)
+        cs_warn(SUBSYS, "ledger %s said limit %" PRIu64 " bytes, sm %" PRIu32 "%% for device %d "
+                "(and perhaps others); the slice file sets %" PRIu64 " bytes, %" PRIu32 "%%: the "
+                "slice file's limits apply and were written back (docs/security.md, "
+                "\"Limits\")", l->path, had_limit, had_sm, differ, p->limit[differ],
+                p->sm_limit[differ]);
+    else if (had_policy != p->policy)
+        cs_warn(SUBSYS, "ledger %s had another utilization policy than the slice file's: "
+                "the slice file's applies", l->path);
+}
+
+uint32_t cs__ledger_sm_limit(const struct cs_ledger *l, int dev)
+{
+    if (dev < 0 || dev >= CS_MAX_DEVICES)
+        return 0;
+    if (l->pinned)
+        return l->pinned_sm_limit[dev];
+    return l->hdr ? __atomic_load_n(&l->hdr->sm_limit[dev], __ATOMIC_RELAXED) : 0;
+}
+
+uint32_t cs__ledger_policy(const struct cs_ledger *l)
+{
+    if (l->pinned)
+        return l->pinned_policy;
+    return l->hdr ? __atomic_load_n(&l->hdr->policy, __ATOMIC_RELAXED) : CS_POLICY_DISABLE;
+}
+
 /* Whether `l` (already holding its tenant/trust) accepts only its own files. */
 static bool own_only(const struct cs_ledger *l)
 {
@@ -475,7 +526,9 @@ int cs__ledger_open(const char *path, const struct cs_ledger_params *params,
     out->owner_pid = getpid();
     out->created = created;
     memcpy(out->path, path, strlen(path) + 1);
-    if (params && !created)
+    if (params && params->authority)
+        pin_limits(out, params);
+    else if (params && !created)
         warn_param_mismatch(out, params);
     cs_debug(SUBSYS, "%s ledger %s", created ? "created" : "opened", path);
     return 0;

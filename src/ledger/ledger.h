@@ -41,6 +41,9 @@ struct cs_ledger_params {
     uint32_t policy;                    /* enum cs_policy */
     int32_t priority;
     uint32_t trust;                     /* enum cs_ledger_trust (not written) */
+    bool authority;                     /* these limits come from the slice's
+                                         * authority (the slice file): they win
+                                         * over the file's (not written) */
 };
 
 struct cs_ledger_guard;
@@ -62,6 +65,12 @@ struct cs_ledger {
     uint32_t trust;                     /* enum cs_ledger_trust, when tenant */
     struct cs_ledger_guard *guard;      /* SIGBUS guard of the mapping (guard.c),
                                            NULL when unguarded */
+    bool pinned;                        /* limits below come from the slice's
+                                           authority: set at open, read-only
+                                           after; the header's are only shown */
+    uint64_t pinned_limit[CS_MAX_DEVICES];
+    uint32_t pinned_sm_limit[CS_MAX_DEVICES];
+    uint32_t pinned_policy;
 };
 
 /* Opens `path`, creating it from `params` if it does not exist. An existing
@@ -75,6 +84,11 @@ struct cs_ledger {
  * ledger (read-only for monitors, read-write for run_request writers).
  * The descriptor is O_CLOEXEC; the file is created mode 0600 in an
  * existing directory. out->created tells whether this call created it. */
+/* The limits this process enforces: the slice's (pinned) when it has an
+ * authority, else the ledger's. 0 = none. */
+uint32_t cs__ledger_sm_limit(const struct cs_ledger *l, int dev);
+uint32_t cs__ledger_policy(const struct cs_ledger *l);
+
 int cs__ledger_open(const char *path, const struct cs_ledger_params *params,
                     bool read_only, struct cs_ledger *out);
 

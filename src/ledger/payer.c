@@ -23,7 +23,12 @@
  * The file holds {magic, device, bytes}, written by the creator before it
  * locks anything. It is created 0600 and opened only if the caller's uid
  * owns it: a tenant of another user cannot make us believe that somebody
- * pays (their memory is not charged to us: the documented limit).
+ * pays (their memory is not charged to us: the documented limit). Names
+ * are chosen by whoever writes the directory, so a file is looked at
+ * (fstatat, no open) before it is opened, and opened O_NONBLOCK: a lease
+ * another user holds on a file at our name fails the open at once instead
+ * of stalling us (under cs__vmm_mu) until the lease breaks
+ * (docs/security.md, "Payer files").
  */
 #define _GNU_SOURCE
 #include "ledger/ledger.h"
@@ -42,6 +47,10 @@
 
 #define SUBSYS "ledger"
 #define PAYER_MAGIC 0x3152594150534355ull /* "UCSPAYR1" */
+/* Entries a sweep looks at: a directory filled by an attacker costs a
+ * bounded time under the caller's lock. */
+#define SWEEP_MAX 4096
+#define OPEN_FLAGS (O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY)
 
 enum { BYTE_PAYING = 0, BYTE_ELECT = 1, BYTE_STANDBY = 2 };
 
@@ -88,11 +97,13 @@ static void sweep_once(const char *dir)
     if (!d)
         return;
     struct dirent *e;
-    while ((e = readdir(d))) {
-        if (strncmp(e->d_name, prefix, strlen(prefix)))
+    struct stat st;
+    for (int n = 0; n < SWEEP_MAX && (e = readdir(d)); n++) {
+        if (strncmp(e->d_name, prefix, strlen(prefix)) ||
+            fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) || st.st_uid != geteuid() ||
+            !S_ISREG(st.st_mode))
             continue;
-        int fd = openat(dirfd(d), e->d_name, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
-        struct stat st;
+        int fd = openat(dirfd(d), e->d_name, OPEN_FLAGS);
         struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 3};
         if (fd >= 0 && fstat(fd, &st) == 0 && st.st_uid == geteuid() &&
             fcntl(fd, F_OFD_SETLK, &fl) == 0)
@@ -110,17 +121,19 @@ int cs__payer_open(const char *dir, uint64_t key, bool create, int *dev, uint64_
     char name[4200];
     payer_name(dir, key, name, sizeof name);
     for (int attempt = 0; attempt < 4; attempt++) {
-        int fd = open(name, O_RDWR | O_CLOEXEC | O_NOFOLLOW | (create ? O_CREAT : 0), 0600);
+        struct stat st;
+        if (lstat(name, &st) == 0 && (st.st_uid != geteuid() || !S_ISREG(st.st_mode)))
+            return -EPERM; /* squatted: not ours to open */
+        int fd = open(name, OPEN_FLAGS | (create ? O_CREAT : 0), 0600);
         if (fd < 0 && errno == ENOENT && create) { /* a node without the directory yet */
             int dfd = cs__node_dir_open(dir && dir[0] ? dir : CS_NODE_DIR);
             if (dfd < 0)
                 return dfd;
             close(dfd);
-            fd = open(name, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_CREAT, 0600);
+            fd = open(name, OPEN_FLAGS | O_CREAT, 0600);
         }
         if (fd < 0)
-            return -errno;
-        struct stat st;
+            return errno == EWOULDBLOCK ? -EPERM : -errno; /* leased by somebody */
         struct payer_file f;
         if (fstat(fd, &st) || st.st_uid != geteuid() || (st.st_mode & 077) ||
             !S_ISREG(st.st_mode)) {

@@ -48,6 +48,7 @@ void cs__ledger_params_from_config(const struct cs_config *c, struct cs_ledger_p
     p->policy = c->policy;
     p->priority = c->priority;
     p->trust = c->ledger_trust_dir ? CS_LEDGER_TRUST_DIRECTORY : CS_LEDGER_TRUST_OWNER;
+    p->authority = c->from_slice_file;
 }
 
 static int lock_range(int fd, int cmd, short type, uint64_t start, uint64_t len)

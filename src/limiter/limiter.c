@@ -93,7 +93,7 @@ CS_EXPORT void cushare_limiter_stats(struct cushare_limiter_stats *out)
     size_t n = (sizeof s - offsetof(struct cushare_limiter_stats, paced_launches)) / 8;
     for (size_t i = 0; i < n; i++)
         dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
-    s.version = 3;
+    s.version = 4;
     s.armed = (uint32_t)__atomic_load_n(&cs__lim_armed, __ATOMIC_RELAXED);
     uint64_t mask = 0;
     for (int d = 0; d < CS_MAX_DEVICES; d++)
@@ -156,9 +156,9 @@ static void arm(void)
     }
     const struct cs_ledger_header *h = cs__ledger()->hdr;
     bool any = false;
-    uint32_t policy = h ? __atomic_load_n(&h->policy, __ATOMIC_RELAXED) : CS_POLICY_DISABLE;
+    uint32_t policy = h ? cs__ledger_policy(cs__ledger()) : CS_POLICY_DISABLE;
     for (int d = 0; d < CS_MAX_DEVICES; d++) {
-        uint32_t pct = h ? __atomic_load_n(&h->sm_limit[d], __ATOMIC_RELAXED) : 0;
+        uint32_t pct = h ? cs__ledger_sm_limit(cs__ledger(), d) : 0;
         struct cs_lim_dev *D = &cs__lim_devs[d];
         pthread_mutex_lock(&D->mu);
         D->pct = (pct >= 1 && pct <= 99 && policy != CS_POLICY_DISABLE) ? pct : 0;

@@ -214,7 +214,7 @@ void cs__capture_atfork_child(void);
  * Exported as cushare_limiter_stats() so a test can read them through
  * dlsym without linking internals. */
 struct cushare_limiter_stats {
-    uint32_t version;           /* 3: law_window_sleep_ns added; 2:
+    uint32_t version;           /* 4: watch_ticks added; 3: law_window_sleep_ns added; 2:
                                    launches_by_path follows hooks.def */
     uint32_t armed;             /* the fast-path flag */
     uint64_t paced_launches;    /* launches that went through the slow path */
@@ -235,6 +235,8 @@ struct cushare_limiter_stats {
                                    estimate, not measured */
     uint64_t law_window_sleep_ns; /* of sleep_ns, the law's sleeps inside our
                                      own window: time nobody may use */
+    uint64_t watch_ticks;       /* watcher ticks completed: a test waits for
+                                   the watcher to have seen what it wrote */
 };
 
 #endif

@@ -637,7 +637,7 @@ static void update_window(int d, const struct cs_board_view *v, bool engaged, in
 static void tick(int64_t now)
 {
     const struct cs_ledger_header *h = cs__ledger()->hdr;
-    uint32_t policy = __atomic_load_n(&h->policy, __ATOMIC_RELAXED);
+    uint32_t policy = cs__ledger_policy(cs__ledger());
     int32_t prio = __atomic_load_n(&h->priority, __ATOMIC_RELAXED);
 
     cs__tenant_refresh();
@@ -704,14 +704,15 @@ static void tick(int64_t now)
             update_window(d, &v, true, now);
             continue;
         }
-        /* Under HAMi's monitor its utilization_switch decides, as it does
-         * for HAMi-core: it sees every container of the node. */
-        int hami = cs__hami_util_switch();
-        if (hami >= 0) {
-            if (__atomic_exchange_n(&D->engaged, hami, __ATOMIC_RELAXED) != hami)
-                cs_info(SUBSYS, "device %d: pacing %s by HAMi's utilization_switch", d,
-                        hami ? "engaged" : "released");
-            update_window(d, &v, hami != 0, now);
+        /* Under HAMi's monitor its utilization_switch engages pacing, as
+         * it does for HAMi-core: it sees every container of the node. Its
+         * 0 never releases pacing by itself: the tenant can write the
+         * region too (docs/security.md, "HAMi's region"), so then our own
+         * contention detection below decides. */
+        if (cs__hami_util_switch() > 0) {
+            if (__atomic_exchange_n(&D->engaged, 1, __ATOMIC_RELAXED) != 1)
+                cs_info(SUBSYS, "device %d: pacing engaged by HAMi's utilization_switch", d);
+            update_window(d, &v, true, now);
             continue;
         }
         bool contended;
@@ -753,6 +754,7 @@ static void *watcher(void *arg)
             return NULL;
         }
         tick(cs__now_ns());
+        CS_LIM_STAT_ADD(watch_ticks, 1);
         pthread_mutex_unlock(&run_mu);
         next += CS_LIM_TICK_NS;
         int64_t now = cs__now_ns();

@@ -123,7 +123,7 @@ bool cs__vmm_handle_add(uint64_t handle, struct vmm_alloc *a)
         *pp = h;
     }
     h->count++;
-    a->refs++;
+    cs__vmm_alloc_ref(a);
     return true;
 }
 
@@ -135,7 +135,8 @@ struct vmm_alloc *cs__vmm_alloc_new(int dev, uint64_t bytes, int share, bool in_
     for (int k = 0; k < CS_LEDGER_SHARE_KEYS; k++)
         a->payer_fd[k] = -1;
     for (int k = 0; k < VMM_FD_DUPS; k++)
-        a->fd_dup[k] = -1;
+        a->fd_dup[k] = a->fd_marker[k] = -1;
+    a->export_probe = -1;
     a->dev = dev;
     a->bytes = bytes;
     a->share = share;
@@ -145,6 +146,14 @@ struct vmm_alloc *cs__vmm_alloc_new(int dev, uint64_t bytes, int share, bool in_
         a->next->prev = a;
     cs__vmm_allocs = a;
     return a;
+}
+
+void cs__vmm_alloc_ref(struct vmm_alloc *a)
+{
+    if (a->refs++ == 0 && a->fd_only) {
+        a->fd_only = false; /* held here again */
+        cs__vmm_fd_only_changed(-1);
+    }
 }
 
 static void alloc_unlink(struct vmm_alloc *a)
@@ -157,13 +166,9 @@ static void alloc_unlink(struct vmm_alloc *a)
         a->next->prev = a->prev;
 }
 
-/* Drops one reference; the last gives the charge (or our hold) back. */
-void cs__vmm_alloc_unref(struct vmm_alloc *a)
+void cs__vmm_alloc_finish(struct vmm_alloc *a)
 {
-    if (--a->refs > 0)
-        return;
     alloc_unlink(a);
-    cs__vmm_fdid_drop_all(a); /* our dups would keep the memory alive */
     /* Payer files first: a tenant that takes the charge over meanwhile is
      * counted twice for that moment, never nobody. */
     cs__vmm_payer_drop_all(a);
@@ -172,6 +177,25 @@ void cs__vmm_alloc_unref(struct vmm_alloc *a)
     else if (a->in_slot)
         cs__give_back(a->dev, CS_MEM_VMM, a->bytes);
     free(a);
+}
+
+/* Drops one reference; the last gives the charge (or our hold) back,
+ * unless an exported descriptor still keeps the memory alive somewhere:
+ * then the record stays, charged, until cs__vmm_settle finds every
+ * exported description closed. */
+void cs__vmm_alloc_unref(struct vmm_alloc *a)
+{
+    if (--a->refs > 0)
+        return;
+    cs__vmm_fdid_drop_all(a); /* our dups would keep the memory alive */
+    if (a->export_probe >= 0 || a->export_pinned) {
+        if (cs__vmm_fdid_exports_alive(a)) {
+            a->fd_only = true;
+            cs__vmm_fd_only_changed(+1);
+            return;
+        }
+    }
+    cs__vmm_alloc_finish(a);
 }
 
 static void map_insert(struct vmm_map *m)
@@ -324,7 +348,7 @@ CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
         m->size = size;
         m->a = h->a;
         map_insert(m);
-        h->a->refs++;
+        cs__vmm_alloc_ref(h->a);
         if (h->a->unsized)
             cs__vmm_size_known(h->a, (uint64_t)offset + size);
     } else if (h) {

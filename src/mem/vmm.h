@@ -39,6 +39,14 @@ struct vmm_alloc {
     uint64_t fd_key;       /* identity of its POSIX-fd exports (0 none) */
     int fd_dup[VMM_FD_DUPS]; /* our private dups of its exported descriptions
                               * (-1 none): vmm_fdid.c */
+    int fd_marker[VMM_FD_DUPS]; /* our locked marker of each dup (-1 none) */
+    int export_probe;      /* vmm_fdid.c's probe of its exported descriptions'
+                            * liveness byte, -1 none exported */
+    bool export_pinned;    /* exported, but liveness cannot be asked: the
+                            * charge stays while this process lives */
+    bool fd_only;          /* no handle or mapping here any more: only
+                            * exported descriptions keep it (charge kept
+                            * until they are closed everywhere) */
     bool unsized;          /* imported from a description nobody holds: its
                             * size (and charge) comes with its first mapping */
 };
@@ -56,6 +64,11 @@ extern struct vmm_alloc *cs__vmm_allocs;
  * key, or -1. */
 struct vmm_alloc *cs__vmm_alloc_new(int dev, uint64_t bytes, int share, bool in_slot);
 void cs__vmm_alloc_unref(struct vmm_alloc *a);
+/* One more reference to a (a record kept only by exported descriptions is
+ * held here again). */
+void cs__vmm_alloc_ref(struct vmm_alloc *a);
+/* vmm_shared.c: the count of fd_only records changed by delta. */
+void cs__vmm_fd_only_changed(int delta);
 bool cs__vmm_handle_add(uint64_t handle, struct vmm_alloc *a);
 struct vmm_alloc *cs__vmm_handle_alloc(uint64_t handle);
 struct vmm_alloc *cs__vmm_alloc_of_share(int j);
@@ -65,6 +78,10 @@ int cs__vmm_held_share_with_key(uint64_t key);
  * child, forgets its IPC opens and closes its copies of payer files. */
 void cs__vmm_payer_drop_all(struct vmm_alloc *a);
 void cs__vmm_shared_atfork_child(void);
+/* vmm.c: gives a's charge (or our hold of its share) back and frees it;
+ * vmm_shared.c calls it when exported descriptions no longer keep an
+ * fd_only record (cs__vmm_mu held). */
+void cs__vmm_alloc_finish(struct vmm_alloc *a);
 /* vmm_shared.c: the first mapping of an unsized import gives its size:
  * charged to our tenant from then on (cs__vmm_mu held). */
 void cs__vmm_size_known(struct vmm_alloc *a, uint64_t bytes);
@@ -83,7 +100,20 @@ void cs__vmm_size_known(struct vmm_alloc *a, uint64_t bytes);
  * holder: only descriptions in flight keep it), -EPERM (some holder could
  * not be compared: another user's), -ENOSYS (kcmp refused to all: a
  * seccomp filter). */
+struct cs_fdid_marker {
+    unsigned uid;
+    uint64_t key;
+    int pid, fd;
+};
 uint64_t cs__vmm_fdid_new_key(void);
+/* fdid_parse: a marker's name, only in its one canonical spelling.
+ * fdid_mark_export: fd (a new POSIX export of a) carries a's liveness
+ * byte; false (a->export_pinned set) when it cannot.
+ * fdid_exports_alive: whether any description exported of a is still
+ * open anywhere (in flight included); true when it cannot tell. */
+bool cs__vmm_fdid_parse(const char *name, struct cs_fdid_marker *m);
+bool cs__vmm_fdid_mark_export(struct vmm_alloc *a, int fd);
+bool cs__vmm_fdid_exports_alive(const struct vmm_alloc *a);
 bool cs__vmm_fdid_hold(struct vmm_alloc *a, int fd);
 void cs__vmm_fdid_drop_all(struct vmm_alloc *a);
 void cs__vmm_fdid_atfork_child(void);

@@ -56,9 +56,16 @@ struct ipc_open {
 };
 
 static struct ipc_open *ipcs;
-/* Records holding payer files: views and admissions look at them
- * (cs__vmm_settle) only while there are any. */
+/* Records holding payer files, and records kept only by exported
+ * descriptions: views and admissions look at them (cs__vmm_settle) only
+ * while there are any. */
 static int payer_allocs;
+static int fd_only_allocs;
+
+void cs__vmm_fd_only_changed(int delta)
+{
+    __atomic_fetch_add(&fd_only_allocs, delta, __ATOMIC_RELAXED);
+}
 
 void cs__vmm_shared_atfork_child(void)
 {
@@ -74,6 +81,7 @@ void cs__vmm_shared_atfork_child(void)
         free(o);
     }
     payer_allocs = 0;
+    fd_only_allocs = 0;
 }
 
 /* ---- keys both sides can compute ------------------------------------------ */
@@ -205,12 +213,21 @@ static void payer_settle(struct vmm_alloc *a)
 
 void cs__vmm_settle(void)
 {
-    if (!__atomic_load_n(&payer_allocs, __ATOMIC_RELAXED))
+    if (!__atomic_load_n(&payer_allocs, __ATOMIC_RELAXED) &&
+        !__atomic_load_n(&fd_only_allocs, __ATOMIC_RELAXED))
         return;
     pthread_mutex_lock(&cs__vmm_mu);
-    for (struct vmm_alloc *a = cs__vmm_allocs; a; a = a->next)
-        if (has_payer(a))
+    for (struct vmm_alloc *a = cs__vmm_allocs, *next; a; a = next) {
+        next = a->next;
+        if (a->fd_only && !cs__vmm_fdid_exports_alive(a)) {
+            /* Every exported descriptor is closed: the driver freed it. */
+            a->fd_only = false;
+            cs__vmm_fd_only_changed(-1);
+            cs__vmm_alloc_finish(a);
+        } else if (has_payer(a)) {
             payer_settle(a);
+        }
+    }
     pthread_mutex_unlock(&cs__vmm_mu);
 }
 
@@ -321,6 +338,9 @@ static void export_fd(struct vmm_alloc *a, int fd)
         a->fd_key = cs__vmm_fdid_new_key();
         share_alloc(a, a->fd_key);
     }
+    if (!cs__vmm_fdid_mark_export(a, fd))
+        cs_warn_capped(1, SUBSYS, "cannot tell when an exported descriptor is closed (no "
+                       "lock on it): its memory stays charged until this process exits");
     if (!cs__vmm_fdid_hold(a, fd))
         cs_warn_capped(4, SUBSYS, "cannot publish the identity of an exported descriptor in "
                        "%s; a process importing it will be charged for it as new memory (set "
@@ -403,19 +423,18 @@ static struct vmm_alloc *import_fd(int fd, int found, uint64_t key, int local_de
                        "docs/accounting.md, \"Shared memory\")");
     if (found == 0 && !(a = alloc_with_fd_key(key)) && (a = import_record(key, local_dev)))
         a->fd_key = key;
-    if (!a && found != -EPERM && local_dev >= 0 && local_dev < CS_MAX_DEVICES) {
-        /* Nobody holds it: only the fd kept it (the driver counts an open
-         * description as a reference), or its last holder let go while we
-         * matched (no share, no payer file of our uid is left). From now
-         * on we hold it. */
+    if (!a && local_dev >= 0 && local_dev < CS_MAX_DEVICES) {
+        /* Nobody we can believe holds it: only the fd kept it (the driver
+         * counts an open description as a reference), or its last holder
+         * let go while we matched (no share, no payer file of our uid is
+         * left), or its holder is another user's or pod's process, whose
+         * markers we do not believe. From now on we hold it: an over-count
+         * at worst, never memory nobody pays for. */
         a = cs__vmm_alloc_new(local_dev, 0, -1, false);
         if (a) {
             a->unsized = true;
             a->fd_key = found == 0 ? key : cs__vmm_fdid_new_key();
         }
-    } else if (!a) {
-        cs_info(SUBSYS, "import of memory another user's process may hold: not charged here "
-                "(docs/accounting.md, \"Across tenants\")");
     }
     if (a && !cs__vmm_fdid_hold(a, fd))
         cs_warn_capped(4, SUBSYS, "cannot publish the identity of an imported descriptor; "
@@ -521,7 +540,7 @@ CUresult CUDAAPI cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle
             a = import_alloc(key, j, dev, bytes, CS_MEM_DATA, local_dev);
         }
         if (a)
-            a->refs++;
+            cs__vmm_alloc_ref(a);
         o->ptr = *pdptr;
         o->count = 1;
         o->a = a;

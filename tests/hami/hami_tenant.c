@@ -12,6 +12,8 @@
  * arms the limiter) and, until DIR/stop, writes DIR/engaged.<pid>.<0|1>
  * whenever cushare_limiter_stats' engaged bit of device 0 changes: how
  * the test sees the monitor's utilization_switch turn pacing on and off.
+ * While DIR/tickmark exists it also writes DIR/ticked.<pid> once the
+ * limiter's watcher has completed two ticks since it saw the mark.
  */
 #define _GNU_SOURCE
 #define __CUDA_API_VERSION_INTERNAL 1
@@ -104,9 +106,23 @@ static uint64_t holds(void)
 static void report_engaged(void)
 {
     int last = -1;
+    uint64_t mark = 0;
     struct timespec step = {0, 2 * 1000 * 1000};
     while (!exists("stop")) {
-        int now = (int)(stats().engaged_mask & 1);
+        struct cushare_limiter_stats st = stats();
+        int now = (int)(st.engaged_mask & 1);
+        /* DIR/tickmark asks: DIR/ticked.<pid> once the watcher has run two
+         * whole ticks since we saw the mark (it has seen what was written
+         * before it). */
+        if (!exists("tickmark")) {
+            mark = 0;
+        } else if (!mark) {
+            mark = st.watch_ticks + 1;
+        } else if (st.watch_ticks > mark) {
+            char p[4200];
+            snprintf(p, sizeof p, "%s/ticked.%d", dir, (int)getpid());
+            touch_path(p);
+        }
         if (now != last) {
             char name[32];
             snprintf(name, sizeof name, "engaged.%d", now);
