@@ -11,12 +11,15 @@
  *
  * What does name an export is its open file description: SCM_RIGHTS hands
  * the receiver the same struct file, and kcmp(KCMP_FILE) tells whether two
- * fds of two processes are one description. So every process that holds
+ * fds of two processes are one description. So a process that exports
  * an allocation keeps a private dup (O_CLOEXEC) of each description it
- * exported or imported, and publishes it as an empty marker file in the
- * share directory named by (uid, key, pid, dup's fd number); an importer
- * compares its fd with every live holder's dup and so learns the key its
- * ledger share and payer file carry. Keys are random per allocation.
+ * exported while it holds the allocation, and publishes it as an empty
+ * marker file in the share directory named by (uid, key, pid, dup's fd
+ * number); an importer compares its fd with every live exporter's dup and
+ * so learns the key its ledger share and payer file carry. Keys are
+ * random per allocation. Importers keep no dup: it would keep the
+ * exported description, and so the exporter's charge, alive after every
+ * fd of it was closed, until the exporter next looks.
  *
  * Markers are hostile input (anyone who can write the directory names
  * files): one is believed only if its name is canonical (one name per

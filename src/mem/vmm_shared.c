@@ -413,7 +413,7 @@ static struct vmm_alloc *import_record(uint64_t key, int local_dev)
 
 /* A POSIX-fd import: found says what vmm_fdid.c learned of fd's
  * description (0: key). cs__vmm_mu held. */
-static struct vmm_alloc *import_fd(int fd, int found, uint64_t key, int local_dev)
+static struct vmm_alloc *import_fd(int found, uint64_t key, int local_dev)
 {
     struct vmm_alloc *a = NULL;
     if (found == -ENOSYS)
@@ -436,9 +436,11 @@ static struct vmm_alloc *import_fd(int fd, int found, uint64_t key, int local_de
             a->fd_key = found == 0 ? key : cs__vmm_fdid_new_key();
         }
     }
-    if (a && !cs__vmm_fdid_hold(a, fd))
-        cs_warn_capped(4, SUBSYS, "cannot publish the identity of an imported descriptor; "
-                       "another process importing it will be charged for it as new memory");
+    /* No dup of an imported description: it would keep the exporter's
+     * liveness byte held after every exported fd was closed, and the
+     * exporter's charge with it, until the exporter next looks. A later
+     * importer of the same description matches the exporter's dup, or is
+     * charged as for new memory (an over-count). */
     return a;
 }
 
@@ -455,7 +457,7 @@ CUresult CUDAAPI cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *ha
         return r;
     int local_dev = handle_device(*handle); /* a driver call: before the lock */
     pthread_mutex_lock(&cs__vmm_mu);
-    struct vmm_alloc *a = posix ? import_fd(fd, found, key, local_dev)
+    struct vmm_alloc *a = posix ? import_fd(found, key, local_dev)
                                 : import_record(key, local_dev);
     if (!a && !posix)
         cs_info(SUBSYS, "import of memory no process of this tenant or user shares: not "

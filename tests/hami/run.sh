@@ -15,19 +15,7 @@ rm -rf "$T"
 mkdir -p "$T/ctr" "$T/gotool"
 export GOCACHE=$T/gotool/cache GOPATH=$T/gotool/path GOFLAGS=-mod=mod GOPROXY=off GO111MODULE=on
 (cd "$S/tests/hami/go" && go test -c -o "$T/hami.test" .)
-scale=${CS_TEST_SCALE:-1}
-deadline=$(awk -v s="$scale" 'BEGIN { print int(60 * s) }')
-
-# Waits until every named file exists, or fails after the deadline.
-wait_files() {
-  local end=$((SECONDS + deadline))
-  for f in "$@"; do
-    until [ -e "$f" ]; do
-      if [ $SECONDS -ge $end ]; then echo "FAIL: timed out waiting for $f"; exit 1; fi
-      sleep 0.02
-    done
-  done
-}
+. "$S/tests/hami/wait.sh"
 
 echo "== golden: our struct writes the bytes HAMi's struct decodes"
 "$B/hami_golden" hex > "$T/golden.hex"

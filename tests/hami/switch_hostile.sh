@@ -13,17 +13,7 @@ B=$1
 T=$B/tmp/hami_switch_hostile
 rm -rf "$T"
 mkdir -p "$T/ctr" "$T/hog"
-scale=${CS_TEST_SCALE:-1}
-deadline=$(awk -v s="$scale" 'BEGIN { print int(60 * s) }')
-wait_files() {
-  local end=$((SECONDS + deadline))
-  for f in "$@"; do
-    until [ -e "$f" ]; do
-      if [ $SECONDS -ge $end ]; then echo "FAIL: timed out waiting for $f"; exit 1; fi
-      sleep 0.02
-    done
-  done
-}
+. "$(dirname "$0")/wait.sh"
 export FAKECUDA_STATE=$T/gpu.state FAKECUDA_MEM=8g
 cache=$T/ctr/5e6f-uuid.cache
 

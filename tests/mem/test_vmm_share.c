@@ -271,20 +271,21 @@ static void fd_late(void)
     same("handles released, still mapped", 16);
     OK(sw_do(&b, SW_UNMAP, 1, 0, -1, NULL, NULL));
     same("late importer let go", 0);
-    /* Again, and the importer dies holding it. */
+    /* Again, the creator killed (its marker stays behind), and the
+     * importer dies holding it. */
     struct sw_proc c = sw_start();
     OK(sw_do(&c, SW_CREATE, 0, 8, -1, NULL, NULL));
     OK(sw_do(&c, SW_EXPORT, 0, 0, -1, NULL, &fd));
-    sw_exit(&c);
+    pid_t dead = c.pid;
+    sw_kill(&c);
     OK(sw_do(&b, SW_IMPORT, 3, 8, fd, NULL, NULL));
     close(fd);
     OK(sw_do(&b, SW_MAP, 3, 0, -1, NULL, NULL));
     same("a second late import", 8);
-    pid_t dead = b.pid;
     sw_kill(&b);
     same("the late importer killed", 0);
-    /* Its identity marker outlived it; a process's first export sweeps
-     * such markers of its uid. */
+    /* The killed creator's identity marker outlived it (nobody locks it
+     * any more); a process's first export sweeps such markers of its uid. */
     CHECK(markers_of(dead) > 0);
     struct sw_proc d = sw_start();
     OK(sw_do(&d, SW_CREATE, 0, 2, -1, NULL, NULL));
