@@ -79,7 +79,10 @@ struct cs_ledger {
  * the file is left untouched. A tenant (params given) also checks who can
  * have written it (params->trust): a symlink is -ELOOP, another owner or
  * a file others can write -EPERM, each with one message. If the existing limits differ from `params`,
- * the creator's limits win and a warning names both values. Only a call
+ * the creator's limits win and a warning names both values; but params
+ * from the slice's authority (params->authority: the slice file) always
+ * win: they are kept in `out` (pinned) and written back over the header
+ * (docs/security.md, "Limits"). Only a call
  * with `params` and !read_only creates; `params` NULL opens an existing
  * ledger (read-only for monitors, read-write for run_request writers).
  * The descriptor is O_CLOEXEC; the file is created mode 0600 in an
