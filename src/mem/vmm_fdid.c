@@ -169,8 +169,14 @@ static int publish_marker(int dfd, uint64_t key, int dup)
     if (m >= 0) {
         char proc[64];
         snprintf(proc, sizeof proc, "/proc/self/fd/%d", m);
-        if (fcntl(m, F_SETLK, &fl) == 0 &&
-            linkat(AT_FDCWD, proc, dfd, name, AT_SYMLINK_FOLLOW) == 0)
+        bool locked = fcntl(m, F_SETLK, &fl) == 0;
+        int r = locked ? linkat(AT_FDCWD, proc, dfd, name, AT_SYMLINK_FOLLOW) : -1;
+        if (r && locked && errno == EEXIST && marker_locker(dfd, name) == -1) {
+            /* A stale marker of a dead process that had our pid. */
+            unlinkat(dfd, name, 0);
+            r = linkat(AT_FDCWD, proc, dfd, name, AT_SYMLINK_FOLLOW);
+        }
+        if (r == 0)
             return m;
         int e = errno;
         close(m);
