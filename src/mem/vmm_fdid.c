@@ -3,7 +3,7 @@
  * "Shared memory").
  *
  * Two facts of the real driver (580, CUDA 13, measured on an H200 by
- * tests/gpu/issue11): every fd cuMemExportToShareableHandle returns is a
+ * tests/gpu/vmm_sharing): every fd cuMemExportToShareableHandle returns is a
  * new open of /dev/nvidiactl, so every export of every allocation has the
  * same st_dev:st_ino and the inode names nothing; and an exported fd is
  * itself a reference: the memory lives while any process has it open.
