@@ -2,8 +2,8 @@
  * The identity of an allocation exported as a POSIX fd (docs/accounting.md,
  * "Shared memory").
  *
- * Two facts of the real driver (580, CUDA 13, measured on an H200 by
- * tests/gpu/vmm_sharing): every fd cuMemExportToShareableHandle returns is a
+ * Two facts of the real driver (docs/accounting.md; tests/gpu/vmm_sharing
+ * checks them on a GPU): every fd cuMemExportToShareableHandle returns is a
  * new open of /dev/nvidiactl, so every export of every allocation has the
  * same st_dev:st_ino and the inode names nothing; and an exported fd is
  * itself a reference: the memory lives while any process has it open.
