@@ -55,7 +55,7 @@ sanitize:
 # The command in PREFIX/bin, the library in PREFIX/lib (where the command
 # looks for it), README, LICENSE and docs in PREFIX/share/doc/cushare.
 # DESTDIR stages a package as usual.
-install: all
+install: configure
 	cmake -S . -B $(BUILD) -DCMAKE_INSTALL_PREFIX=$(PREFIX) >/dev/null
 	cmake --build $(BUILD) -j $(JOBS) --target cushare_cli libcushare
 	cmake --install $(BUILD) --prefix $(PREFIX)
