@@ -5,13 +5,13 @@
 #
 # LIMITER: a `cushare bench limiter` CSV, or a directory holding one
 #          (limiter-bench.csv, or exactly one *limiter-bench.csv, as
-#          tests/gpu/issue17/run.sh names it: after-limiter-bench.csv)
+#          tests/gpu/limiter_shares/run.sh names it: after-limiter-bench.csv)
 # INIT:    a bench/run_init_sweep.sh output directory (its init-p99.csv),
 #          or that CSV itself
 # OUTDIR:  where limiter-bench.png and bench-init.png go (default: docs/
 #          of this tree)
 #
-# e.g. bench/plot.sh docs/results/h200-2026-11-30c docs/results/h200-2026-11-30c/startup-init
+# e.g. bench/plot.sh bench/results/archive/h200-2026-11-30c bench/results/archive/h200-2026-11-30c/startup-init
 #
 # Each plot's title names the results it was made from. Needs gnuplot
 # (Debian: gnuplot-nox); nothing else does, and no test runs this.

@@ -25,7 +25,7 @@ if (strstrt(GPVAL_TERMINALS, "pngcairo") > 0) {
 set output outfile
 set datafile separator ","
 
-# HAMi-core (force) on the same H200 (docs/results.md, "Compute slices").
+# HAMi-core (force) on the same H200 (docs/results.md, "Compute shares: first measurements").
 $hami << EOD
 10,38,5
 25,100,36

@@ -4,7 +4,7 @@
 #
 #   bench/plot_share.sh OUT.png LOG...
 #
-# Each LOG is what the bench printed (tests/gpu/issue15/run.sh keeps it as
+# Each LOG is what the bench printed (tests/gpu/mps/run.sh keeps it as
 # OUT/bench-*.log); every mix table in it ("mix A+B  time-sliced
 # concurrent  bare MPS" and its "together" row) becomes one group of three
 # bars, named by the workload ("== NAME:") and the mix. The same plot as

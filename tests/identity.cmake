@@ -25,6 +25,16 @@ cs_add_test(broker_conns SOURCES ${CS_ID_TESTS}/test_broker_conns.c
             LIBS cs_common LABELS quick sanitize)
 cs_add_test(broker_roundtrip SOURCES ${CS_ID_TESTS}/test_broker_roundtrip.c
             LIBS cs_common LABELS quick sanitize tsan)
+# The same with the trickling client late after a wait, past the broker's
+# deadline (tests/identity/late_wait.c): the broker's close then meets the
+# client's next byte, which must count as the close it waits for.
+add_library(late_wait MODULE ${CS_ID_TESTS}/late_wait.c)
+target_include_directories(late_wait PRIVATE ${CMAKE_SOURCE_DIR}/src)
+target_link_libraries(late_wait PRIVATE dl)
+add_dependencies(broker_roundtrip late_wait)
+add_test(NAME broker_roundtrip_late_client COMMAND broker_roundtrip)
+set_tests_properties(broker_roundtrip_late_client PROPERTIES LABELS quick TIMEOUT 60
+  ENVIRONMENT "${CS_TEST_ENV};CS_BUILD_DIR=${CMAKE_BINARY_DIR};LD_PRELOAD=$<TARGET_FILE:late_wait>")
 cs_add_test(broker_trust_rejects SOURCES ${CS_ID_TESTS}/test_broker_trust.c
             LIBS cs_common LABELS quick sanitize tsan)
 cs_add_test(broker_fake_servers SOURCES ${CS_ID_TESTS}/test_broker_fake.c

@@ -125,7 +125,7 @@ foreach(case leftovers sweep foreign)
   set_tests_properties(${name} PROPERTIES TIMEOUT 120)
 endforeach()
 
-# Fork while another thread holds each lock of the library (issue 13,
+# Fork while another thread holds each lock of the library (
 # finding 11): the child's first CUDA work completes. The executable
 # interposes pthread_mutex_lock (exported) to hold the lock provably.
 add_executable(mem_fork_locks mem/test_fork_locks.c)
@@ -146,9 +146,9 @@ endforeach()
 # at every step; preloaded and in-process (ASan/UBSan, TSan builds).
 cs_mem_ctx_test(mem_vmm_share test_vmm_share.c "CUDA_DEVICE_MEMORY_LIMIT=64m")
 
-# The H200 program of issue 11 (tests/gpu/issue11/vmm_share.c) on the fake
+# The H200 VMM-sharing program (tests/gpu/vmm_sharing/vmm_share.c) on the fake
 # driver: creator and importer processes of one tenant over a unix socket.
-add_executable(vmm_share_fake ${CMAKE_SOURCE_DIR}/tests/gpu/issue11/vmm_share.c)
+add_executable(vmm_share_fake ${CMAKE_SOURCE_DIR}/tests/gpu/vmm_sharing/vmm_share.c)
 target_link_libraries(vmm_share_fake PRIVATE fakecuda_driver)
 add_dependencies(vmm_share_fake libcushare)
 add_test(NAME mem_vmm_share_pair COMMAND sh ${CMAKE_SOURCE_DIR}/tests/mem/vmm_share_pair.sh

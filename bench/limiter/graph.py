@@ -14,11 +14,11 @@ gpu_us=U, U the GPU time of a replay when replays run back to back, measured
 after the run in this process. The same graph can run up to ~5 % slower in
 one process than in the next, with or without cushare, by where its memory
 landed (its 32 MiB of weights are near the size of the H200's 50 MiB L2;
-tests/gpu/issue17/placement.sh); `cushare bench limiter` uses U to tell
+bench/limiter/probes/placement.sh); `cushare bench limiter` uses U to tell
 that apart from what sharing costs.
-With --trace (diagnosis, issue 17) the graph also stamps the GPU's clock
+With --trace (diagnosis) the graph also stamps the GPU's clock
 before and after its work (stamps.py) and FILE gets every replay's launch,
-start and end in tests/gpu/issue17/edge_gaps.py's format.
+start and end in bench/limiter/probes/edge_gaps.py's format.
 """
 import argparse
 

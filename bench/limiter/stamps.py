@@ -1,14 +1,14 @@
-"""GPU timestamps inside a captured CUDA graph, for diagnosis (issue 17).
+"""GPU timestamps inside a captured CUDA graph, for diagnosis.
 
 A one-thread kernel writes the GPU's %globaltimer into the next slot of a
 buffer. Launched on torch's current stream while a graph is captured, it
 becomes a node of that graph, so every replay stamps where it stands on
 the GPU's own clock, the clock every process on the device shares. Two
 stamps around the work give each replay's start and end;
-tests/gpu/issue17/edge_gaps.py merges the traces of a mix's tenants.
+bench/limiter/probes/edge_gaps.py merges the traces of a mix's tenants.
 
 The kernel is PTX (nvcc -ptx -arch=sm_90 of the kernel in
-tests/gpu/issue17/edge_trace.cu) loaded through the driver with ctypes,
+bench/limiter/probes/edge_trace.cu) loaded through the driver with ctypes,
 so the workload needs no compiler.
 """
 import ctypes

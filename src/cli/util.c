@@ -2,6 +2,7 @@
  * Helpers every subcommand may use (declared in cli.h); kept apart from
  * main.c so unit tests can link them without the dispatcher.
  */
+#include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -37,20 +38,36 @@ const char *cs_cli_self_dir(void)
     return dir;
 }
 
+/* Where the library is looked for, in order: next to the command (the
+ * build tree), ../lib beside it (an installed tree, wherever it was moved),
+ * and the library directory it was installed to (the command copied
+ * elsewhere on its own). CUSHARE_LIBRARY, when set, is the only place. */
+#ifndef CS_INSTALL_LIBDIR
+#define CS_INSTALL_LIBDIR "/usr/local/lib"
+#endif
+
 int cs_cli_find_library(const char *cmd, char *out, size_t len)
 {
     const char *env = getenv("CUSHARE_LIBRARY");
     if (env && *env) {
         snprintf(out, len, "%s", env);
+        if (access(out, R_OK)) {
+            fprintf(stderr, "cushare: %s: CUSHARE_LIBRARY=%s: %s\n", cmd, out, strerror(errno));
+            return -1;
+        }
     } else {
-        snprintf(out, len, "%s/libcushare.so", cs_cli_self_dir());
+        const char *dir = cs_cli_self_dir();
+        snprintf(out, len, "%s/libcushare.so", dir);
         if (access(out, R_OK))
-            snprintf(out, len, "%s/../lib/libcushare.so", cs_cli_self_dir());
-    }
-    if (access(out, R_OK)) {
-        fprintf(stderr, "cushare: %s: cannot find libcushare.so (tried %s); set CUSHARE_LIBRARY "
-                        "to its path\n", cmd, out);
-        return -1;
+            snprintf(out, len, "%s/../lib/libcushare.so", dir);
+        if (access(out, R_OK))
+            snprintf(out, len, "%s/libcushare.so", CS_INSTALL_LIBDIR);
+        if (access(out, R_OK)) {
+            fprintf(stderr, "cushare: %s: cannot find libcushare.so (tried %s, %s/../lib and %s); "
+                            "install it with `make install`, or set CUSHARE_LIBRARY to its path\n",
+                    cmd, dir, dir, CS_INSTALL_LIBDIR);
+            return -1;
+        }
     }
     char *real = realpath(out, NULL);
     if (real) {

@@ -388,11 +388,11 @@ static void update_boost(int d, int util, uint32_t own_ppm, int64_t now)
         return;
     double cap = w->cap_mw / 1000.0, p = mw / 1000.0;
     /* Idle power here is what the board draws with nothing running but its
-     * clocks up, between our bursts: 124 W on the H200 (17.7 % of its
-     * 700 W cap) at 1980 MHz. The lowest reading is not it: the deep idle
-     * (78 W at 345 MHz) shows only after 2 s without work, and a 1 s power
-     * average of a lightly paced tenant never does; with it, a 10 % tenant
-     * was charged a boost of 1.5 for kernels 1.21 times faster. */
+     * clocks up, between our bursts (a fixed fraction of the cap). The
+     * lowest reading is not it: the deep idle shows only after seconds
+     * without work, which a lightly paced tenant's power average never
+     * reaches, and taken as idle it would charge such a tenant a boost
+     * larger than its kernels got (figures: docs/limiter.md). */
     double idle = CS_WATCH_IDLE_AWAKE * cap;
     double duty = fmax(util / 100.0, own_ppm / 1e6);
     if (util < 0 || duty < 0.03 || cap <= idle)

@@ -1,8 +1,8 @@
 /*
- * Contexts. A context costs device memory that no allocation call shows:
- * 518 MiB each on the H200 with driver 580.159.04, the first of a process
- * and every further one alike, and destroying any one of them frees its own
- * share (measured). Rules (docs/accounting.md, "Contexts"):
+ * Contexts. A context costs device memory that no allocation call shows,
+ * the first of a process and every further one alike, and destroying any
+ * one of them frees its own share (what a real driver does, and its
+ * figures: docs/accounting.md, "Contexts"). Rules:
  *
  *  - Every context this process creates is charged (CS_MEM_CONTEXT) what it
  *    costs on the device, once: a primary context when a retain makes it

@@ -3,8 +3,8 @@
  * exported descriptions keep it alive (docs/accounting.md, "Shared
  * memory"; docs/security.md, "Share markers").
  *
- * Two facts of the real driver (580, CUDA 13, measured on an H200 by
- * tests/gpu/issue11): every fd cuMemExportToShareableHandle returns is a
+ * Two facts of the real driver (docs/accounting.md; tests/gpu/vmm_sharing
+ * checks them on a GPU): every fd cuMemExportToShareableHandle returns is a
  * new open of /dev/nvidiactl, so every export of every allocation has the
  * same st_dev:st_ino and the inode names nothing; and an exported fd is
  * itself a reference: the memory lives while any process has it open.

@@ -79,7 +79,7 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsign
                                                      nvmlProcessInfo_t *infos);
 /* Processes with an MPS compute context on the device (clients of an MPS
  * server), in the same layout; what a real driver lists here is probed by
- * tests/gpu/issue15/nvml_mps.sh. */
+ * bench/gpu-probes/mps/nvml_mps.sh. */
 nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v3(nvmlDevice_t device,
                                                         unsigned int *infoCount,
                                                         nvmlProcessInfo_t *infos);

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 12, item 3, applied by a real runtime: `cushare cdi` writes the
+# Applied by a real runtime: `cushare cdi` writes the
 # spec of slice "t1" (256 MiB) into /etc/cdi, and a container started with
 # `--device cushare.io/slice=t1` runs slice_probe on the fake driver. The
 # probe sets no LD_PRELOAD and is linked against nothing CUDA: it is sliced
@@ -17,7 +17,7 @@
 # unmounted there). The limits this sandbox imposes are worked around, not
 # hidden: rlimits are lowered to what an unprivileged root may set.
 #
-# Run by CTest or tests/gpu/issue12/run.sh: container.sh BUILD_DIR
+# Run by CTest or tests/gpu/containers/run.sh: container.sh BUILD_DIR
 # SOURCE_DIR [LIBCUDA_DIR]. LIBCUDA_DIR (default BUILD_DIR/fakecuda) holds
 # the libcuda.so.1 the probe loads. Exits 77 (CTest SKIP) with the reason
 # when not root, without unshare, or without podman and crun.

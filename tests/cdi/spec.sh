@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 12, item 3, the spec: `cushare cdi` writes a CDI spec that the CDI
+# The spec: `cushare cdi` writes a CDI spec that the CDI
 # JSON schema accepts (tests/cdi/validate.py, python3-jsonschema), makes
 # the host files it names, and refuses bad input with one line and exit 2.
 # The checker is shown to reject broken specs, so a pass means something.

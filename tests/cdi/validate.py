@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Checks CDI spec files against tests/cdi/cdi-schema.json with the
-jsonschema package (Debian python3-jsonschema, installed by .ci/run), then
+jsonschema package (Debian python3-jsonschema, installed by `make deps`), then
 what SPEC.md says beyond the schema: absolute container paths, one device
 per name. validate.py SCHEMA SPEC... exits 0 when every SPEC is valid, 1
 naming the first problem of each invalid one, 77 (CTest SKIP) without

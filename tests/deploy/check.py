@@ -5,7 +5,7 @@ would refuse: apiVersion/kind/metadata, a DaemonSet's selector matching its
 template labels, every container with a name, image and command, every
 volumeMount naming a declared volume, hostPID for the broker, the library
 installed by rename, the CDI spec written into /etc/cdi after it. Exit 77
-(CTest SKIP) with the reason when yamllint or PyYAML is missing (.ci/run
+(CTest SKIP) with the reason when yamllint or PyYAML is missing (`make deps`
 installs both)."""
 import shutil
 import subprocess

@@ -89,9 +89,9 @@ if want limiter; then
 fi
 if want dvfs; then
   section "compute limiter: clock and power of a matmul alone vs at --sm 50 (force)"
-  python3 tests/gpu/dvfs_probe.py native
-  "$C" run --sm 50 --policy force -- python3 tests/gpu/dvfs_probe.py "sm50"
-  "$C" run --sm 75 --policy force -- python3 tests/gpu/dvfs_probe.py "sm75"
+  python3 bench/gpu-probes/dvfs_probe.py native
+  "$C" run --sm 50 --policy force -- python3 bench/gpu-probes/dvfs_probe.py "sm50"
+  "$C" run --sm 75 --policy force -- python3 bench/gpu-probes/dvfs_probe.py "sm75"
 fi
 
 if want overhead; then

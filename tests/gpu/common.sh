@@ -1,6 +1,6 @@
 # shellcheck shell=bash
 # Shell helpers of the GPU scripts (sourced by tests/gpu/workloads/run.sh and
-# tests/gpu/issue*/run.sh): build, a private MPS daemon.
+# the feature scripts tests/gpu/*/run.sh): build, a private MPS daemon.
 # The Python side shares tests/gpu/workloads/harness.py and
 # tests/gpu/smi_sampler.py.
 GPU_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)

@@ -3,7 +3,7 @@
 - sampled(fn): median SM clock and board power of the first visible GPU
   while fn runs (the DVFS probes);
 - MemSampler: device memory that nvidia-smi charges to process trees, per
-  GPU, sampled every ~0.1 s (the compatibility matrix, tests/gpu/issue10).
+  GPU, sampled every ~0.1 s (the compatibility matrix, tests/gpu/capture_contexts).
 
 For dry runs without a GPU, tests/gpu/selftest/bin/ (first on PATH) holds
 an nvidia-smi over the simulated device's NVML (tests/gpu/selftest/run.sh).

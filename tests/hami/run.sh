@@ -2,7 +2,7 @@
 # HAMi drop-in (issue 12, item 1): HAMi's monitor layout decodes the region
 # cushare tenants keep, and the monitor's feedback holds them back as it
 # holds HAMi-core back. Run by CTest: run.sh BUILD_DIR SOURCE_DIR.
-# Needs Go (Debian golang-go, installed by .ci/run): exits 77 (CTest SKIP)
+# Needs Go (Debian golang-go, installed by `make deps`): exits 77 (CTest SKIP)
 # with the reason when it is missing.
 set -euo pipefail
 B=$1 S=$2

@@ -1,5 +1,5 @@
 #!/bin/sh
-# mem_vmm_share_pair: tests/gpu/issue11/vmm_share.c, the H200 program, on the
+# mem_vmm_share_pair: tests/gpu/vmm_sharing/vmm_share.c, the H200 program, on the
 # fake driver: a creator shares 64 MiB with an importer over a unix socket
 # and exits first; the importer's tenant view must still count them until it
 # releases them. Then the `late` variant: a creator that lets go of

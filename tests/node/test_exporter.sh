@@ -7,7 +7,7 @@
 . "$(dirname "$0")/common.sh" exporter
 for tool in promtool prometheus curl; do
   command -v $tool >/dev/null ||
-    { echo "SKIP: $tool is not installed (apt-get install prometheus curl; .ci/run does)"; exit 77; }
+    { echo "SKIP: $tool is not installed (`make deps` installs prometheus and curl)"; exit 77; }
 done
 
 tenant a 1g 25

@@ -3,7 +3,7 @@
 # (tests/fakecuda), for a machine without a GPU:
 #   tests/gpu/selftest/run.sh BUILD_DIR OUT_DIR
 # Runs tests/gpu/workloads/run.sh with the workloads replaced by
-# workload_stub.py (one made to fail), then tests/gpu/issue10/run.sh
+# workload_stub.py (one made to fail), then tests/gpu/capture_contexts/run.sh
 # ctx_budget3 ctx_kill24 (the steps that are plain driver API), with
 # bin/nvidia-smi and bin/nvidia-cuda-mps-control standing in for the
 # real tools. Checks the plumbing (timeouts, sampling, budgets, tables,
@@ -34,9 +34,9 @@ grep -q '^torch_eager,mem,ok,yes,.*,2048,' "$OUT/matrix/matrix.csv" ||
     { echo "SELFTEST FAIL: torch_eager --mem row not ok with budget 2048"; fail=1; }
 grep -q 'quit' "$OUT/matrix.log" || { echo "SELFTEST FAIL: MPS daemon not quit"; fail=1; }
 
-echo "== issue10 ctx_budget3 ctx_kill24 on the simulated device"
-"$root/tests/gpu/issue10/run.sh" "$B" "$OUT/issue10" ctx_budget3 ctx_kill24 > "$OUT/issue10.log" 2>&1
-tail -4 "$OUT/issue10.log"
-[ "$(grep -c '' "$OUT/issue10/summary.txt")" -eq 2 ] || { echo "SELFTEST FAIL: summary"; fail=1; }
+echo "== capture_contexts ctx_budget3 ctx_kill24 on the simulated device"
+"$root/tests/gpu/capture_contexts/run.sh" "$B" "$OUT/capture_contexts" ctx_budget3 ctx_kill24 > "$OUT/capture_contexts.log" 2>&1
+tail -4 "$OUT/capture_contexts.log"
+[ "$(grep -c '' "$OUT/capture_contexts/summary.txt")" -eq 2 ] || { echo "SELFTEST FAIL: summary"; fail=1; }
 [ $fail = 0 ] && echo "SELFTEST OK (plumbing; the verdicts above are the simulated device's)"
 exit $fail

@@ -1,4 +1,4 @@
-"""What every workload of tests/gpu/workloads (and tests/gpu/issue10)
+"""What every workload of tests/gpu/workloads (and tests/gpu/capture_contexts)
 shares: its command line, its timing and the lines it prints. A workload
 prints, and the runner (harness.py) parses:
 

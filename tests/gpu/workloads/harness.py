@@ -1,5 +1,5 @@
 """Runner-side helpers shared by tests/gpu/workloads/matrix.py and
-tests/gpu/issue10/steps.py: starting commands under a hard timeout with
+tests/gpu/capture_contexts/steps.py: starting commands under a hard timeout with
 their output in a log file, killing whatever is left on the way out,
 reading the workloads' RATE/CHECKSUM/VIEW/NOTE lines (common.py), and the
 environment a run gets. nvidia-smi sampling lives in tests/gpu/smi_sampler.py."""
