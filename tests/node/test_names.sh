@@ -5,6 +5,8 @@
 # still lists both, `status --json` is valid JSON, promtool accepts the
 # exporter's text and a real Prometheus scrapes it (a label that is not
 # UTF-8 would make it drop the whole target: every tenant's metrics).
+# And `cushare status` on a FIFO planted at a ledger's path returns at
+# once, refusing it.
 . "$(dirname "$0")/common.sh" names
 for tool in promtool prometheus curl python3; do
   command -v $tool >/dev/null ||
@@ -52,4 +54,12 @@ scraped() { q 'up{job="cushare"}' && grep -q '"value":\[[0-9.]*,"1"\]' "$T/query
             grep -q '"value":\[[0-9.]*,"1"\]' "$T/query"; }
 wait_for 60 "Prometheus to scrape both tenants ($(cat "$T/query" 2>/dev/null); $(grep -i 'invalid\|error' "$T/prometheus.log" | tail -2))" scraped
 kill "$PROM"; wait "$PROM" 2>/dev/null
+# An administrator's command never hangs on a file another party chose:
+# a FIFO where a ledger should be is refused at once.
+mkfifo "$T/fifo.ledger"
+timeout $((20 * SCALE)) "$CLI" status "$T/fifo.ledger" >"$T/fifo.out" 2>&1
+rc=$?
+[ $rc -ne 124 ] || fail "cushare status hangs on a FIFO at the ledger's path"
+[ $rc -ne 0 ] || fail "cushare status accepted a FIFO as a ledger: $(cat "$T/fifo.out")"
+grep -q "not a regular file" "$T/fifo.out" || fail "status on a FIFO: $(cat "$T/fifo.out")"
 echo "PASS"

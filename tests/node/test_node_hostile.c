@@ -190,9 +190,23 @@ static int connect_from(const char *src, bool nonblock, int rcvbuf)
  * (its Content-Length), else NULL. */
 static char *scrape(const char *src, bool slow, double ms)
 {
-    int fd = connect_from(src, false, slow ? 4096 : 0);
+    int64_t end = cs_deadline_ns(ms);
+    int fd = connect_from(src, true, slow ? 4096 : 0);
     if (fd < 0)
         return NULL;
+    /* The connect, too, within the deadline (a full backlog is retried by
+     * the kernel for minutes). */
+    struct pollfd cp = {.fd = fd, .events = POLLOUT};
+    int soerr = 0;
+    socklen_t elen = sizeof soerr;
+    int left = (int)((end - cs_now_ns()) / 1000000);
+    if (left <= 0 || poll(&cp, 1, left) != 1 ||
+        getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &elen) || soerr ||
+        fcntl(fd, F_SETFL, 0)) {
+        printf("scrape from %s: not connected within the deadline\n", src);
+        close(fd);
+        return NULL;
+    }
     static const char req[] = "GET /metrics HTTP/1.0\r\n\r\n";
     if (write(fd, req, sizeof req - 1) != (ssize_t)sizeof req - 1) {
         close(fd);
@@ -201,7 +215,6 @@ static char *scrape(const char *src, bool slow, double ms)
     size_t cap = 1 << 16, len = 0;
     char *buf = malloc(cap + 1);
     CHECK(buf != NULL);
-    int64_t end = cs_deadline_ns(ms);
     for (;;) {
         int left = (int)((end - cs_now_ns()) / 1000000);
         struct pollfd p = {.fd = fd, .events = POLLIN};
