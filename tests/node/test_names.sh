@@ -33,17 +33,7 @@ rc=$?
 [ $rc -eq 0 ] || [ $rc -eq 3 ] || fail "promtool rejects the metrics (rc $rc): $(cat "$T/promtool.out")"
 if grep -v "camelCase" "$T/promtool.out" | grep -q .; then fail "promtool: $(cat "$T/promtool.out")"; fi
 
-PPORT=$(( PORT + 1 ))
-cat >"$T/prometheus.yml" <<YML
-global: {scrape_interval: 1s, evaluation_interval: 1s}
-scrape_configs:
-  - job_name: cushare
-    static_configs: [{targets: ["127.0.0.1:$PORT"]}]
-YML
-prometheus --config.file="$T/prometheus.yml" --storage.tsdb.path="$T/tsdb" \
-  --web.listen-address=127.0.0.1:$PPORT >"$T/prometheus.log" 2>&1 &
-PROM=$!
-PIDS+=($PROM)
+start_prometheus
 q() { curl -s --max-time 2 "http://127.0.0.1:$PPORT/api/v1/query" --data-urlencode "query=$1" >"$T/query"; }
 # The target is up (a scrape Prometheus rejects marks it down) and the
 # hostile tenant is there, its name made valid UTF-8.
