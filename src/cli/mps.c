@@ -1003,7 +1003,12 @@ void cs_mps_annotate(struct cs_status *st)
         struct cs_mps_daemon d;
         paths(&m, dev->uuid, &d);
         bool exists;
-        if (!pid_alive(read_pid_file(&d, &exists)))
+        struct stat ds;
+        /* Only a daemon directory of root's or ours is asked: another
+         * user's could hold a socket that never answers, and each
+         * question waits up to CS_MPS_WAIT_MS. */
+        if (lstat(d.gpu_dir, &ds) || (ds.st_uid != 0 && ds.st_uid != geteuid()) ||
+            !pid_alive(read_pid_file(&d, &exists)))
             continue;
         cs_mps_probe(&m, dev->uuid, &d);
         if (d.state != CS_MPS_RUNNING)

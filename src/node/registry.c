@@ -184,10 +184,12 @@ static int open_own(int dirfd, const char *dir, const char *name, uint32_t uid, 
 {
     snprintf(used, len, "%s", name);
     int fd = open_if_ours(dirfd, name, uid, O_CREAT);
-    if (fd != -EPERM)
-        return fd;
     struct stat st;
-    unsigned owner = fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) ? 0u : (unsigned)st.st_uid;
+    bool there = !fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW);
+    /* Another user's 0644 file at our name: EACCES for us, EPERM for root. */
+    if (fd != -EPERM && !(fd == -EACCES && there && st.st_uid != uid))
+        return fd;
+    unsigned owner = there ? (unsigned)st.st_uid : 0u;
     fd = cs__node_open_fallback(dirfd, name, uid, used, len);
     cs_warn(SUBSYS, "registry file %s/%s is not ours (owned by uid %u, or not a regular "
             "file): another user took our name; %s%s%s (root: remove %s/%s)", dir, name, owner,

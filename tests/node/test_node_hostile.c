@@ -139,6 +139,20 @@ static int role_fill(const char *dir, const char *registry, const char *ready)
         pause();
 }
 
+/* As a user whose registry name is squatted: a ledger of its own,
+ * registered by the library's code; then `ready`, held until killed. */
+static int role_register(const char *registry, const char *ledger, const char *ready)
+{
+    int fd = make_ledger(ledger, 9);
+    if (fd < 0)
+        return 1;
+    cs__node_register(registry, ledger, fd, 9);
+    if (squat(ready))
+        return 1;
+    for (;;)
+        pause();
+}
+
 /* ---- the exporter and its clients ---- */
 
 static pid_t exporter_pid, attacker_pid;
@@ -383,6 +397,26 @@ static void case_quota(void)
     stop_exporter();
     stop_attacker();
     close(a);
+
+    /* The other way round: the unprivileged user's name squatted. */
+    snprintf(path, sizeof path, "%s/reg2", lt_dir());
+    CHECK(mkdir(path, 0755) == 0 && chmod(path, 01777) == 0);
+    snprintf(reg, sizeof reg, "%s/reg2/cushare-ledgers", lt_dir());
+    snprintf(path, sizeof path, "%s.%u", reg, (unsigned)u->uid);
+    int sq = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    CHECK(sq >= 0);
+    close(sq);
+    char ledger[4500];
+    snprintf(ledger, sizeof ledger, "%s/user.ledger", att);
+    snprintf(ready, sizeof ready, "%s/ready2", att);
+    char *argv2[] = {(char *)cs_test_self(), "register", reg, ledger, ready, NULL};
+    attacker_pid = cs_test_spawn_as(u, argv2);
+    CHECK(cs_wait_until(file_exists, ready, 30000));
+    s = run_root(ARGS("status", "--json", "--registry", reg, "--no-scan"));
+    CHECK_CONTAINS(s, "/user.ledger\"");
+    CHECK_CONTAINS(s, "\"squatted_registry_files\":1");
+    free(s);
+    stop_attacker();
 }
 
 /* One peer's connections, each reopened as the exporter closes it, until
@@ -461,6 +495,8 @@ int main(int argc, char **argv)
 {
     if (argc == 5 && !strcmp(argv[1], "fill"))
         return role_fill(argv[2], argv[3], argv[4]);
+    if (argc == 5 && !strcmp(argv[1], "register"))
+        return role_register(argv[2], argv[3], argv[4]);
     CHECK(argc == 2);
     const char *b = getenv("CS_BUILD_DIR");
     CHECK(b != NULL);
