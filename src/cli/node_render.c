@@ -145,17 +145,16 @@ static void header_row(FILE *out, int hist_w)
             "SM%/LIM", hist_w, "HISTORY", "THR", FLAGS_W, "FLAGS", "PRI", "NP", "ID");
 }
 
-/* What discovery left out, said where the administrator looks. */
+/* What discovery left out, said where the administrator looks (each
+ * line within 80 columns). */
 static void notes(FILE *out, const struct cs_node_notes *n)
 {
     if (n->hidden)
-        fprintf(out, "%d more live ledger%s not shown: beyond the quota of %d per user (uid %u "
-                "has more)\n", n->hidden, n->hidden == 1 ? "" : "s", CS_NODE_USER_TENANTS,
-                (unsigned)n->hidden_uid);
+        fprintf(out, "%d ledger%s over a user's quota of %d not shown (uid %u)\n", n->hidden,
+                n->hidden == 1 ? "" : "s", CS_NODE_USER_TENANTS, (unsigned)n->hidden_uid);
     if (n->squats)
-        fprintf(out, "warning: %d registry file%s named for another uid (one owned by uid %u): "
-                "ignored, those users register under a fallback name (docs/node.md)\n",
-                n->squats, n->squats == 1 ? " is" : "s are", (unsigned)n->squat_owner);
+        fprintf(out, "warning: %d registry file%s named for another uid, ignored (one by uid "
+                "%u)\n", n->squats, n->squats == 1 ? "" : "s", (unsigned)n->squat_owner);
 }
 
 void cs_node_print_top(FILE *out, const struct cs_node_model *m, const struct cs_node_top_opts *o)
