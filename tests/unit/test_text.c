@@ -10,24 +10,14 @@
 #include "check.h"
 #include "cli/text.h"
 
-static char *prom(const char *s)
+/* What one of the writers makes of s (freed by the caller). */
+static char *written(void (*writer)(FILE *, const char *), const char *s)
 {
     char *out = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&out, &len);
     CHECK(f != NULL);
-    cs_text_prom_label(f, s);
-    CHECK(fclose(f) == 0);
-    return out;
-}
-
-static char *json(const char *s)
-{
-    char *out = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&out, &len);
-    CHECK(f != NULL);
-    cs_text_json(f, s);
+    writer(f, s);
     CHECK(fclose(f) == 0);
     return out;
 }
@@ -64,10 +54,10 @@ static void terminal(void)
 
 static void labels(void)
 {
-    char *s = prom("a\"b\\c\nd\xff\xc3\xa9\033\xc2\x9b" "e");
+    char *s = written(cs_text_prom_label, "a\"b\\c\nd\xff\xc3\xa9\033\xc2\x9b" "e");
     CHECK_STREQ(s, "a\\\"b\\\\c\\nd\xef\xbf\xbd\xc3\xa9\xef\xbf\xbd\xef\xbf\xbd" "e");
     free(s);
-    s = json("q\"\\\x01\xfe\xe2\x82\xac");
+    s = written(cs_text_json, "q\"\\\x01\xfe\xe2\x82\xac");
     CHECK_STREQ(s, "\"q\\\"\\\\\\u0001\\ufffd\xe2\x82\xac\"");
     free(s);
 }
