@@ -296,6 +296,8 @@ static void init_slot(struct cs_ledger *l, int idx)
     STORE_RLX(&s->lock_waits, 0u);
     STORE_RLX(&s->run_request, (uint32_t)CS_RUN);
     STORE_RLX(&s->run_state, 0u);
+    STORE_RLX(&s->in_call, 0u);
+    STORE_RLX(&s->last_call_ns, 0);
     STORE_RLX(&s->start_ns, (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec);
     STORE_RLX(&s->pidns_ino, pidns_inode());
     STORE_RLX(&s->throttled_ns, 0);
