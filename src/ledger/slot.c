@@ -315,6 +315,12 @@ static void init_slot(struct cs_ledger *l, int idx)
      * scan (heal.c). */
     __atomic_store_n(&s->state, CS_SLOT_LIVE, __ATOMIC_SEQ_CST);
     __atomic_fetch_add(&l->hdr->live, 1, __ATOMIC_SEQ_CST);
+    /* A process joining a tenant that is being parked (or is parked) waits
+     * for the wake at its first call like the others: the parker stores
+     * the state before it scans the slots, we store LIVE before we read
+     * the state, so one of the two sees the other (docs/parking.md). */
+    if (__atomic_load_n(&l->hdr->park.state, __ATOMIC_SEQ_CST) != CS_PARK_RUNNING)
+        __atomic_store_n(&s->run_request, (uint32_t)CS_PARKED, __ATOMIC_SEQ_CST);
 }
 
 int cs__ledger_claim(struct cs_ledger *l)

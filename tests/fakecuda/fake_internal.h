@@ -233,6 +233,14 @@ CUresult fc_enter(enum fakecuda_call c, int need_init);
 void fc_lock(void);
 void fc_unlock(void);
 
+/* Checkpoint model (fake_checkpoint.c). fc_ckpt_gate blocks the calling
+ * thread while its process is locked or checkpointed (every export but
+ * the few the driver answers meanwhile); fc_ckpt_sleep_until is
+ * fc_sleep_until for a call that waits on the GPU inside the driver,
+ * which a lock waits for. */
+void fc_ckpt_gate(enum fakecuda_call c);
+void fc_ckpt_sleep_until(uint64_t ns);
+
 void fc_obj_add(struct fc_obj *o, int type, int phys, struct fc_ctx *ctx, void *owner);
 void fc_obj_del(struct fc_obj *o);
 /* The live object `p` of `type` (0: any type), or NULL. */
