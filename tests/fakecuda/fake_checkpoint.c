@@ -186,19 +186,32 @@ static int holds_ipc_locked(const struct fakecuda_proc *p)
     return 0;
 }
 
+static uint64_t queued_until(int pid)
+{
+    uint64_t until = 0;
+    for (uint32_t d = 0; d < fc_S->ndevices && d < FAKECUDA_MAX_DEVICES; d++) {
+        struct fakecuda_device *D = &fc_S->dev[d];
+        fakecuda_lock(&D->lock);
+        uint64_t h = D->ring_head;
+        for (uint64_t k = 0; k < FAKECUDA_RING && k < h; k++) {
+            const struct fakecuda_interval *iv = &D->ring[(h - 1 - k) % FAKECUDA_RING];
+            if (iv->pid == pid && iv->end_ns > until)
+                until = iv->end_ns;
+        }
+        fakecuda_unlock(&D->lock);
+    }
+    return until;
+}
+
 FC_EXPORT CUresult CUDAAPI cuCheckpointProcessCheckpoint(int pid, CUcheckpointCheckpointArgs *args)
 {
     (void)args;
     CKPT_BEGIN(cuCheckpointProcessCheckpoint, pid, p);
     if (__atomic_load_n(&p->ckpt_state, __ATOMIC_ACQUIRE) != CU_PROCESS_STATE_LOCKED)
         return CUDA_ERROR_ILLEGAL_STATE;
-    /* Work already submitted completes first. */
-    uint64_t until = 0;
-    for (int d = 0; d < FAKECUDA_MAX_DEVICES; d++)
-        if ((__atomic_load_n(&p->ctx_mask, __ATOMIC_ACQUIRE) & (1u << d)) &&
-            fc_S->dev[d].busy_until_ns > until)
-            until = fc_S->dev[d].busy_until_ns;
-    fc_sleep_until(until);
+    /* Work already submitted completes first: the end of its latest
+     * interval on each device's timeline. */
+    fc_sleep_until(queued_until(p->pid));
     while (__atomic_load_n(&p->in_driver, __ATOMIC_SEQ_CST))
         fc_sleep_until(fc_now_ns() + 200000);
     fakecuda_lock(&fc_S->lock);
@@ -229,6 +242,7 @@ FC_EXPORT CUresult CUDAAPI cuCheckpointProcessRestore(int pid, CUcheckpointResto
     CKPT_BEGIN(cuCheckpointProcessRestore, pid, p);
     if (args && args->gpuPairsCount)
         return CUDA_ERROR_NOT_SUPPORTED; /* remapping GPUs is not modelled */
+    fc_reap_dead(); /* the driver freed what dead processes held */
     fakecuda_lock(&fc_S->lock);
     if (__atomic_load_n(&p->ckpt_state, __ATOMIC_ACQUIRE) != CU_PROCESS_STATE_CHECKPOINTED) {
         fakecuda_unlock(&fc_S->lock);
