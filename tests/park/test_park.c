@@ -43,6 +43,15 @@ static void park_wake_on_call(void)
     CHECK_EQ_U(h->park.host_bytes, 256 * MIB);
     CHECK_EQ_U(h->park.parks, 1);
     CHECK_EQ(pt_slot_of(h, t.pid)->run_request, CS_PARKED);
+    /* status --json shows it. */
+    CHECK_EQ(pt_cli(NULL, "status --json '%s' > '%s'", ledger, pt_path("status.json")), 0);
+    char js[65536] = "";
+    FILE *f = fopen(pt_path("status.json"), "r");
+    CHECK(f != NULL);
+    size_t got = fread(js, 1, sizeof js - 1, f);
+    js[got] = '\0';
+    fclose(f);
+    CHECK_CONTAINS(js, "\"park\":{\"state\":\"parked\",\"host_bytes\":268435456,\"parks\":1,");
 
     /* Its next call wakes it and proceeds. */
     CHECK_EQ(pt_cmd(&t, "c", 10000), 0);
