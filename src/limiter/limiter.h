@@ -40,6 +40,11 @@
 struct cs_ledger_slot *cs__gate_enter(void);
 void cs__gate_leave(struct cs_ledger_slot **counted);
 
+/* The device is out of physical memory for `bytes` within the budget: with
+ * parking on (CUSHARE_PARK), parks idle tenants of the node to free it
+ * (wake.c, docs/parking.md). 0 when it did (retry the driver), -errno. */
+int cs__park_make_room_for(uint64_t bytes);
+
 /* Holds the calling thread while a suspend request stands (suspend.c). */
 void cs__suspend_hold(struct cs_ledger_slot *s);
 

@@ -116,6 +116,18 @@ static void wake_tenant(struct cs_ledger_slot *s)
     pause_ms(rc == -EAGAIN ? 100 : 1000);
 }
 
+int cs__park_make_room_for(uint64_t bytes)
+{
+    struct cs_ledger *l = cs__ledger();
+    if (!l || !cs__config()->park_pct)
+        return -ENOSYS;
+    pthread_mutex_lock(&wake_mu);
+    const struct cs_ckpt_ops *ops = driver_ops(l);
+    int rc = ops && ops->make_room ? ops->make_room(bytes, ops->ctx) : -ENOSYS;
+    pthread_mutex_unlock(&wake_mu);
+    return rc;
+}
+
 struct cs_ledger_slot *cs__gate_enter(void)
 {
     struct cs_ledger_slot *s = cs__lim_my_slot();

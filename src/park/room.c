@@ -92,6 +92,8 @@ int cs__park_make_room(uint64_t bytes, void *ctx)
     }
     uint64_t free_now = self >= 0 ? ledger_free(&c[self].l, t, n) : 0;
     uint64_t need = cs__park_need(bytes, free_now), freed = 0;
+    if (!need)
+        need = bytes; /* the driver refused although the ledgers add up: it is right */
     int chosen = cs__park_choose(t, (size_t)n, need, rm->priority, now, rm->idle_ns, &freed);
     int rc = chosen < 0 ? chosen : 0;
     struct cs_park_opts o = {.lock_timeout_ms = 1000};
