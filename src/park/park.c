@@ -88,14 +88,17 @@ static void note_error(struct cs_ledger *l, struct cs_park_result *r, int cu, co
 
 /* ---- the park lock ------------------------------------------------------ */
 
-static int park_lock(struct cs_ledger *l, bool wait)
+static int park_lock(struct cs_ledger *l, bool wait, struct cs_park_result *r)
 {
     struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET,
                        .l_start = (off_t)CS_LEDGER_PARK_LOCK, .l_len = 1};
     while (fcntl(l->fd, wait ? F_OFD_SETLKW : F_OFD_SETLK, &fl)) {
         if (errno == EINTR)
             continue;
-        return errno == EAGAIN || errno == EACCES ? -EBUSY : -errno;
+        int rc = errno == EAGAIN || errno == EACCES ? -EBUSY : -errno;
+        snprintf(r->why, sizeof r->why, "another park or wake of this tenant is in progress "
+                 "(pid %d)", (int)__atomic_load_n(&l->hdr->park.performer_pid, __ATOMIC_RELAXED));
+        return rc;
     }
     __atomic_store_n(&l->hdr->park.performer_pid, (int32_t)getpid(), __ATOMIC_RELAXED);
     return 0;
@@ -329,12 +332,9 @@ int cs__park_wake(struct cs_ledger *l, const struct cs_ckpt_ops *ops, bool wait,
                   struct cs_park_result *r)
 {
     memset(r, 0, sizeof *r);
-    int rc = park_lock(l, wait);
-    if (rc) {
-        snprintf(r->why, sizeof r->why, "another park or wake of this tenant is in progress "
-                 "(pid %d)", (int)__atomic_load_n(&l->hdr->park.performer_pid, __ATOMIC_RELAXED));
+    int rc = park_lock(l, wait, r);
+    if (rc)
         return rc;
-    }
     rc = wake_locked(l, ops, r);
     park_unlock(l);
     return rc;
@@ -513,12 +513,9 @@ int cs__park_tenant(struct cs_ledger *l, const struct cs_ckpt_ops *ops,
                     const struct cs_park_opts *o, struct cs_park_result *r)
 {
     memset(r, 0, sizeof *r);
-    int rc = park_lock(l, false);
-    if (rc) {
-        snprintf(r->why, sizeof r->why, "another park or wake of this tenant is in progress "
-                 "(pid %d)", (int)__atomic_load_n(&l->hdr->park.performer_pid, __ATOMIC_RELAXED));
+    int rc = park_lock(l, false, r);
+    if (rc)
         return rc;
-    }
     struct procs *p = malloc(sizeof *p);
     rc = p ? park_locked(l, ops, o, p, r) : -ENOMEM;
     free(p);

@@ -5,6 +5,8 @@
  *   a MIB   allocate MIB MiB (cuMemAlloc)        -> "ok RESULT"
  *   c       one copy into its memory (a GATE call) -> "ok RESULT"
  *   i       an IPC handle of its first allocation  -> "ok RESULT"
+ *   w       a memset of its first MiB, then a synchronize (long with a
+ *           large FAKECUDA_MEMSET_NS_PER_MIB)      -> "ok RESULT"
  *   q       exit 0
  * It starts with cuInit and a context and says "ready PID".
  */
@@ -40,6 +42,10 @@ int main(void)
         } else if (line[0] == 'i') {
             CUipcMemHandle h;
             r = cuIpcGetMemHandle(&h, first);
+        } else if (line[0] == 'w') {
+            r = cuMemsetD8Async(first, 0, 1 << 20, NULL);
+            if (r == CUDA_SUCCESS)
+                r = cuStreamSynchronize(NULL);
         } else if (line[0] == 'q') {
             return 0;
         }

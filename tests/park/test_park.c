@@ -4,9 +4,10 @@
  * charges stay as they were; the tenant's next intercepted call, from any
  * of its processes, brings all of them back; `cushare wake` does the same
  * by hand; memory the driver cannot checkpoint (IPC) is refused with a
- * reason and the tenant keeps running; a parked tenant killed with
- * SIGKILL leaves nothing behind, and a process joining a parked tenant
- * wakes it with its first call.
+ * reason and the tenant keeps running, and so is a tenant with a thread
+ * inside a call that outlasts the park's timeout (busy); a parked tenant
+ * killed with SIGKILL leaves nothing behind, and a process joining a parked
+ * tenant wakes it with its first call.
  */
 #include "park/park_test.h"
 
@@ -119,6 +120,33 @@ static void ipc_refused(void)
     puts("IPC memory: refused with a reason, tenant left running: ok");
 }
 
+static void busy_refused(void)
+{
+    const char *ledger = pt_path("busy.ledger");
+    setenv("FAKECUDA_MEMSET_NS_PER_MIB", "600000000000", 1); /* 10 minutes */
+    struct pt_tenant t = pt_spawn(ledger, 1024);
+    unsetenv("FAKECUDA_MEMSET_NS_PER_MIB");
+    CHECK_EQ(pt_cmd(&t, "a 16", 10000), 0);
+    const struct cs_ledger_header *h = pt_ledger(ledger);
+    const struct cs_ledger_slot *s = pt_slot_of(h, t.pid);
+    CHECK(write(t.in, "w\n", 2) == 2); /* inside cuStreamSynchronize for minutes */
+    CS_WAIT_FOR(__atomic_load_n(&s->in_call, __ATOMIC_ACQUIRE) == 1, 10000,
+                "the tenant's thread to be inside an intercepted call");
+    CHECK_EQ(pt_cli(NULL, "park --timeout 50 '%s' 2>'%s'", ledger, pt_path("busy.err")), 1);
+    char why[512] = "";
+    FILE *f = fopen(pt_path("busy.err"), "r");
+    CHECK(f && fgets(why, sizeof why, f));
+    fclose(f);
+    printf("refusal: %s", why);
+    CHECK(strstr(why, "busy") != NULL);
+    CHECK_EQ(pt_park_state(h), CS_PARK_RUNNING);
+    CHECK_EQ(pt_ckpt_state(gpu, t.pid), CU_PROCESS_STATE_RUNNING);
+    CHECK_EQ(s->run_request, CS_RUN);
+    CHECK_EQ_U(h->park.refusals, 1);
+    pt_kill(&t);
+    puts("a tenant inside a call is busy: refused, left running: ok");
+}
+
 static void killed_while_parked(void)
 {
     const char *ledger = pt_path("killed.ledger");
@@ -152,5 +180,6 @@ int main(void)
     every_process_together();
     ipc_refused();
     killed_while_parked();
+    busy_refused(); /* last: its memset keeps the simulated device busy */
     return 0;
 }
