@@ -148,9 +148,11 @@ struct cs_ledger_slot *cs__gate_enter(void)
     }
 }
 
+/* Only while the slot is still ours: a call that returns after the process
+ * left its slot at exit must not touch a slot another process may claim. */
 void cs__gate_leave(struct cs_ledger_slot **counted)
 {
-    if (*counted)
+    if (*counted && cs__lim_my_slot() == *counted)
         __atomic_fetch_sub(&(*counted)->in_call, 1, __ATOMIC_RELEASE);
 }
 
