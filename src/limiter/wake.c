@@ -68,7 +68,7 @@ static const struct cs_ckpt_ops *driver_ops(struct cs_ledger *l)
     struct stat st;
     room.registry = cfg->registry_path[0] ? cfg->registry_path : NULL;
     room.ops = &victims;
-    room.priority = cfg->priority;
+    room.priority = l->hdr->priority; /* as every tenant of the node reads it */
     room.idle_ns = (int64_t)cfg->park_idle_ms * 1000000;
     if (!fstat(l->fd, &st)) {
         room.self_dev = (uint64_t)st.st_dev;
