@@ -25,12 +25,15 @@
 
 #include "core/config.h"
 #include "core/fork.h"
+#include "core/clock.h"
 #include "core/log.h"
 #include "hook/drv.h"
 #include "limiter/internal.h"
 #include "park/park.h"
 
 #define SUBSYS "park"
+/* How long an allocation waits for an idle tenant to park. */
+#define CS_PARK_ROOM_WAIT_MS 30000
 
 /* wake_mu: one waker per process at a time (threads share the ledger's
  * open file description, so the park lock does not exclude them). Held
@@ -116,16 +119,36 @@ static void wake_tenant(struct cs_ledger_slot *s)
     pause_ms(rc == -EAGAIN ? 100 : 1000);
 }
 
-int cs__park_make_room_for(uint64_t bytes)
+static int make_room_once(struct cs_ledger *l, uint64_t bytes)
 {
-    struct cs_ledger *l = cs__ledger();
-    if (!l || !cs__config()->park_pct)
-        return -ENOSYS;
     pthread_mutex_lock(&wake_mu);
     const struct cs_ckpt_ops *ops = driver_ops(l);
     int rc = ops && ops->make_room ? ops->make_room(bytes, ops->ctx) : -ENOSYS;
     pthread_mutex_unlock(&wake_mu);
     return rc;
+}
+
+/* While no tenant is idle enough to be parked, the allocation waits (up to
+ * CS_PARK_ROOM_WAIT_MS) rather than fail: the others' bursts end. Waiting
+ * is outside the driver, so the thread leaves the gate meanwhile (its
+ * tenant may be parked too) and passes it again before it retries, which
+ * wakes its tenant if it was. */
+int cs__park_make_room_for(uint64_t bytes)
+{
+    struct cs_ledger *l = cs__ledger();
+    if (!l || !cs__config()->park_pct)
+        return -ENOSYS;
+    int64_t deadline = cs__now_ns() + (int64_t)CS_PARK_ROOM_WAIT_MS * 1000000;
+    for (;;) {
+        int rc = make_room_once(l, bytes);
+        if (rc == 0 || rc == -ENOSYS || cs__now_ns() >= deadline)
+            return rc;
+        struct cs_ledger_slot *s = cs__lim_my_slot();
+        if (s)
+            __atomic_fetch_sub(&s->in_call, 1, __ATOMIC_SEQ_CST);
+        pause_ms(100);
+        (void)cs__gate_enter(); /* counted again: the wrapper's exit uncounts it */
+    }
 }
 
 struct cs_ledger_slot *cs__gate_enter(void)
