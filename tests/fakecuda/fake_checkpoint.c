@@ -43,18 +43,6 @@ static long futex(uint32_t *w, int op, uint32_t v, const struct timespec *ts)
     return syscall(SYS_futex, w, op, v, ts, NULL, 0);
 }
 
-/* This process's entry if it has one (never creates it). */
-static struct fakecuda_proc *self_entry(void)
-{
-    if (!fc_S)
-        return NULL;
-    int pid = getpid();
-    for (int i = 0; i < FAKECUDA_MAX_PROCS; i++)
-        if (__atomic_load_n(&fc_S->proc[i].pid, __ATOMIC_ACQUIRE) == pid)
-            return &fc_S->proc[i];
-    return NULL;
-}
-
 static int answered_while_locked(enum fakecuda_call c)
 {
     switch (c) {
@@ -75,7 +63,7 @@ static int answered_while_locked(enum fakecuda_call c)
 
 void fc_ckpt_gate(enum fakecuda_call c)
 {
-    struct fakecuda_proc *p = self_entry();
+    struct fakecuda_proc *p = fc_proc_peek();
     if (!p || answered_while_locked(c))
         return;
     for (;;) {
@@ -88,7 +76,7 @@ void fc_ckpt_gate(enum fakecuda_call c)
 
 void fc_ckpt_sleep_until(uint64_t ns)
 {
-    struct fakecuda_proc *p = self_entry();
+    struct fakecuda_proc *p = fc_proc_peek();
     if (p)
         __atomic_fetch_add(&p->in_driver, 1, __ATOMIC_SEQ_CST);
     fc_sleep_until(ns);

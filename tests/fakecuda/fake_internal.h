@@ -73,6 +73,8 @@ int fc_charge(int dev, uint64_t bytes, enum fakecuda_kind kind);
 void fc_uncharge(int dev, uint64_t bytes, enum fakecuda_kind kind);
 void fc_import_add(int dev, int64_t bytes);
 struct fakecuda_proc *fc_proc_self(void);
+/* This process's entry if it has claimed one (never claims), or NULL. */
+struct fakecuda_proc *fc_proc_peek(void);
 /* Marks (on=1) or clears the context bit of this process on a device; the
  * entry is dropped when no context bit remains. */
 void fc_proc_ctx(int dev, int on);
