@@ -97,6 +97,20 @@ static void every_process_together(void)
     puts("every process parked and woken together, by call or by `cushare wake`: ok");
 }
 
+/* Runs `cushare park OPTS LEDGER`, which must refuse (exit 1); returns
+ * its message. */
+static const char *refused(const char *opts, const char *ledger, const char *errfile)
+{
+    CHECK_EQ(pt_cli(NULL, "park %s'%s' 2>'%s'", opts, ledger, pt_path("%s", errfile)), 1);
+    static char why[512];
+    why[0] = '\0';
+    FILE *f = fopen(pt_path("%s", errfile), "r");
+    CHECK(f && fgets(why, sizeof why, f));
+    fclose(f);
+    printf("refusal: %s", why);
+    return why;
+}
+
 static void ipc_refused(void)
 {
     const char *ledger = pt_path("ipc.ledger");
@@ -105,12 +119,7 @@ static void ipc_refused(void)
     CHECK_EQ(pt_cmd(&t, "i", 10000), 0);
     const struct cs_ledger_header *h = pt_ledger(ledger);
     uint64_t before = fakecuda_load(&gpu->dev[0].used);
-    CHECK_EQ(pt_cli(NULL, "park '%s' 2>'%s'", ledger, pt_path("ipc.err")), 1);
-    char why[512] = "";
-    FILE *f = fopen(pt_path("ipc.err"), "r");
-    CHECK(f && fgets(why, sizeof why, f));
-    fclose(f);
-    printf("refusal: %s", why);
+    const char *why = refused("", ledger, "ipc.err");
     CHECK(strstr(why, "IPC") != NULL);
     expect_running(h, &t, 1, before);
     CHECK_EQ_U(h->park.parks, 0);
@@ -132,12 +141,7 @@ static void busy_refused(void)
     CHECK(write(t.in, "w\n", 2) == 2); /* inside cuStreamSynchronize for minutes */
     CS_WAIT_FOR(__atomic_load_n(&s->in_call, __ATOMIC_ACQUIRE) == 1, 10000,
                 "the tenant's thread to be inside an intercepted call");
-    CHECK_EQ(pt_cli(NULL, "park --timeout 50 '%s' 2>'%s'", ledger, pt_path("busy.err")), 1);
-    char why[512] = "";
-    FILE *f = fopen(pt_path("busy.err"), "r");
-    CHECK(f && fgets(why, sizeof why, f));
-    fclose(f);
-    printf("refusal: %s", why);
+    const char *why = refused("--timeout 50 ", ledger, "busy.err");
     CHECK(strstr(why, "busy") != NULL);
     CHECK_EQ(pt_park_state(h), CS_PARK_RUNNING);
     CHECK_EQ(pt_ckpt_state(gpu, t.pid), CU_PROCESS_STATE_RUNNING);
