@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "ledger/ledger.h"
+
 #define CS_EXIT_OK 0
 #define CS_EXIT_FAIL 1
 #define CS_EXIT_USAGE 2
@@ -24,6 +26,13 @@ int cs_cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((for
 
 /* Directory holding the running `cushare` binary (for finding libcushare.so). */
 const char *cs_cli_self_dir(void);
+
+/* Opens the one LEDGER operand (argv[optind], else
+ * $CUDA_DEVICE_MEMORY_SHARED_CACHE) read-write for a command that writes
+ * control words (suspend, park). CS_EXIT_OK, CS_EXIT_USAGE (message
+ * printed) or CS_EXIT_FAIL (the ledger code said why). */
+int cs_cli_open_ledger_rw(const char *cmd, int argc, char **argv, int optind,
+                          struct cs_ledger *l);
 
 /* Absolute path of libcushare.so: $CUSHARE_LIBRARY, else next to the
  * `cushare` binary, else ../lib. 0, or -1 after a message naming `cmd`. */

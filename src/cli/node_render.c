@@ -51,12 +51,14 @@ static const char *best_tier(const struct cs_node_tenant *t)
     return best < 0 ? "-" : cs__ledger_identity_name((uint32_t)best);
 }
 
-/* FLAGS of a tenant's device row: GONE alone; else SUSP (parked), STARVED
+/* FLAGS of a tenant's device row: GONE alone; else PARKED / PARKING /
+ * WAKING (off the GPU, docs/parking.md), SUSP (suspended), STARVED
  * and MPS (some process is an MPS client of this GPU), as many as fit
  * FLAGS_W in that order (STARVED leaves MPS to the process rows); "-". */
 static void flags_text(const struct cs_node_tenant *t, int d, char *out, size_t n)
 {
-    const char *word[] = {t->suspended ? "SUSP" : NULL, t->dev[d].starved ? "STARVED" : NULL,
+    const char *word[] = {cs_status_park_word(&t->park), t->suspended ? "SUSP" : NULL,
+                          t->dev[d].starved ? "STARVED" : NULL,
                           t->dev[d].nmps ? "MPS" : NULL};
     size_t len = 0;
     snprintf(out, n, "%s", t->gone ? "GONE" : "-");
@@ -261,7 +263,9 @@ static void json_tenant(FILE *out, const struct cs_node_tenant *t)
     for (int i = 0; i < CS_IDENTITY_NTIERS; i++)
         fprintf(out, "%s\"%s\":%d", i ? "," : "", cs__ledger_identity_name((uint32_t)i),
                 t->tiers[i]);
-    fputs("},\"devices\":[", out);
+    fputs("},\"park\":", out);
+    cs_status_park_json(out, &t->park);
+    fputs(",\"devices\":[", out);
     bool first = true;
     for (int d = 0; d < CS_MAX_DEVICES; d++)
         if (t->dev[d].shown) {
@@ -295,7 +299,21 @@ void cs_node_print_json(FILE *out, const struct cs_node_model *m)
         else
             fputs("null}", out);
     }
-    fputs("],\"tenants\":[", out);
+    /* The node's physical accounting: what the tenants hold on the GPUs
+     * and what parking holds for them in host memory. */
+    uint64_t on_gpu = 0, parked = 0;
+    for (int i = 0; i < m->ntenants; i++) {
+        const struct cs_node_tenant *t = m->tenant[i];
+        if (t->gone)
+            continue;
+        parked += t->park.host_bytes;
+        if (t->park.state == CS_PARK_RUNNING)
+            for (int d = 0; d < CS_MAX_DEVICES; d++)
+                on_gpu += cs_node_dev_used(t, d);
+    }
+    fprintf(out, "],\"tenants_on_gpu_bytes\":%" PRIu64 ",\"tenants_parked_bytes\":%" PRIu64,
+            on_gpu, parked);
+    fputs(",\"tenants\":[", out);
     int *idx = malloc(((size_t)m->ntenants + 1) * sizeof *idx);
     int n = idx ? cs_node_order(m, CS_NODE_SORT_MEM, idx) : 0;
     for (int r = 0; r < n; r++) {
