@@ -6,7 +6,8 @@
  *             once B has left (after NVML's window and the 1 s hold) A
  *             gets the whole GPU back.
  *   priority  H (limit 50 %) and L (limit 25 %), both GPU-bound. With
- *             equal priorities both are held to their limits. With H at
+ *             equal priorities the GPU is split by their limits, all of
+ *             it (two thirds and one third: limits are floors). With H at
  *             CUDA_TASK_PRIORITY=0 and L at 1, L is still held (a
  *             higher-priority tenant is busy) but H is not held by the
  *             lower-priority L: H gets clearly more than its 50 %.
@@ -143,9 +144,12 @@ static void priority(void)
                                 lim_path(lim_kv("h%d.out", k)), NULL};
         const char *l_args[] = {"--blocks", "1000", "--sync", "8", "--out",
                                 lim_path(lim_kv("l%d.out", k)), NULL};
-        pid[k][0] = lim_spawn(tenant_env(gname[k], lim_kv("h%d.ledger", k), "50",
-                                         k ? "0" : "1"), h_args);
-        pid[k][1] = lim_spawn(tenant_env(gname[k], lim_kv("l%d.ledger", k), "25", "1"), l_args);
+        /* A board per GPU: the fakes' UUIDs are the same. */
+        const char **he = tenant_env(gname[k], lim_kv("h%d.ledger", k), "50", k ? "0" : "1");
+        const char **le = tenant_env(gname[k], lim_kv("l%d.ledger", k), "25", "1");
+        he[5] = le[5] = lim_kv("CUSHARE_BOARD=%s", lim_path(lim_kv("%d.board", k)));
+        pid[k][0] = lim_spawn(he, h_args);
+        pid[k][1] = lim_spawn(le, l_args);
     }
     for (int k = 0; k < 2; k++)
         for (int j = 0; j < 2; j++)
@@ -189,8 +193,9 @@ static void priority(void)
      * (L); H at priority 0 79.8-80.3, L 18.1-19.3 (what H, unpaced,
      * leaves it on the fake's one FIFO timeline). Below: about 1.5 times
      * the largest shortfall. */
-    CHECK_SHARE_STARVED(m[0][0], 50, 1, 4, st[0][0]); /* equal: both held */
-    CHECK_SHARE_STARVED(m[0][1], 25, 1, 2, st[0][1]);
+    /* Equal: the whole GPU split by the limits, 2:1 (work conserving). */
+    CHECK_SHARE_STARVED(m[0][0], 66.7, 2, 4, st[0][0]);
+    CHECK_SHARE_STARVED(m[0][1], 33.3, 2, 4, st[0][1]);
     CHECK(m[1][1] + st[1][1] >= 14 && m[1][1] <= 26);  /* L held while H is busy */
     CHECK_GE(m[1][0] + st[1][0], 75);                  /* H not held by the lower L */
 }
