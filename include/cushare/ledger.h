@@ -194,6 +194,9 @@ static inline uint64_t cs_share_state_pack(uint32_t demand_pm, uint32_t entitled
     return CS_SHARE_STATE_SET | (uint64_t)(demand_pm & 0xffff) |
            (uint64_t)(entitled_pm & 0xffff) << 16 | (uint64_t)(why & 0xff) << 32;
 }
+static inline uint32_t cs_share_state_demand_pm(uint64_t s) { return (uint32_t)(s & 0xffff); }
+static inline uint32_t cs_share_state_entitled_pm(uint64_t s) { return (uint32_t)(s >> 16 & 0xffff); }
+static inline uint32_t cs_share_state_why(uint64_t s) { return (uint32_t)(s >> 32 & 0xff); }
 
 enum cs_share_state {
     CS_SHARE_FREE = 0,
