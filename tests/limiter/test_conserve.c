@@ -101,16 +101,24 @@ static void launchbound(void)
     }
 }
 
+/* Two tenants on one fresh simulated GPU: their mean shares and CPU
+ * waits. */
+static void pair(const char *gpu, const char *const *name, const char *const *limit,
+                 const char **args0, const char **args1, const char *const *label,
+                 double sh[1][2], double st[1][2])
+{
+    struct fakecuda_state *g[1] = {lim_gpu(gpu)};
+    pid_t pid[2] = {lim_spawn(tenant(gpu, name[0], limit[0]), args0),
+                    lim_spawn(tenant(gpu, name[1], limit[1]), args1)};
+    run(1, 2, pid, g, sh, st, label);
+}
+
 static void floor_kept(void)
 {
-    struct fakecuda_state *g[1] = {lim_gpu("floor.state")};
-    pid_t pid[2] = {
-        lim_spawn(tenant("floor.state", "lb", "25"), launch_bound("lb")),
-        lim_spawn(tenant("floor.state", "hog", "75"), gpu_bound("hog")),
-    };
-    const char *label[2] = {"launch-bound (25)", "GPU-bound (75)"};
     double sh[1][2], st[1][2];
-    run(1, 2, pid, g, sh, st, label);
+    pair("floor.state", (const char *[]){"lb", "hog"}, (const char *[]){"25", "75"},
+         launch_bound("lb"), gpu_bound("hog"),
+         (const char *[]){"launch-bound (25)", "GPU-bound (75)"}, sh, st);
     CHECK_SHARE_STARVED(sh[0][0], 25, 6, 2, st[0][0]);
     /* The fake runs queued work first come, first served (no time
      * slices): the floor holds only because the GPU-bound tenant keeps a
@@ -121,14 +129,9 @@ static void floor_kept(void)
 
 static void saturating(void)
 {
-    struct fakecuda_state *g[1] = {lim_gpu("sat.state")};
-    pid_t pid[2] = {
-        lim_spawn(tenant("sat.state", "h", "50"), gpu_bound("h")),
-        lim_spawn(tenant("sat.state", "l", "25"), gpu_bound("l")),
-    };
-    const char *label[2] = {"GPU-bound (50)", "GPU-bound (25)"};
     double sh[1][2], st[1][2];
-    run(1, 2, pid, g, sh, st, label);
+    pair("sat.state", (const char *[]){"h", "l"}, (const char *[]){"50", "25"}, gpu_bound("h"),
+         gpu_bound("l"), (const char *[]){"GPU-bound (50)", "GPU-bound (25)"}, sh, st);
     CHECK_SHARE_STARVED(sh[0][0], 66.7, 2, 4, st[0][0]);
     CHECK_SHARE_STARVED(sh[0][1], 33.3, 2, 4, st[0][1]);
     CHECK_GE(sh[0][0] + sh[0][1] + st[0][0] + st[0][1], 95);
