@@ -67,6 +67,8 @@ def parse():
     p.add_argument("--setup-timeout", type=float, default=120)
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--slack", type=float, default=0.03)
+    p.add_argument("--budget", type=float, default=0,
+                   help="seconds: start no repetition that would end after this (0: none)")
     p.add_argument("--out", default=".")
     a = p.parse_args()
     a.cmds = {}
@@ -132,11 +134,14 @@ def run_together(a, tenants, config, log):
     return out
 
 
+FORCE = os.environ.get("FAIR_FORCE", "1") != "0"
+
+
 def configs_of(tenants, saturating):
     c = ["sliced", "default"]
     if any(w == "decode" for w, _ in tenants) and not all(w == "decode" for w, _ in tenants):
         c.append("priority")
-    if saturating:
+    if saturating and FORCE:
         c.append("force")
     return c
 
@@ -174,7 +179,14 @@ def main():
     got_all = {m: {c: [] for c in configs_of(*MIXES[m])} for m in a.mix}
     jobs = [("alone", w) for w in kinds] + \
         [(m, c) for m in a.mix for c in configs_of(*MIXES[m])]
+    t_start, done = time.monotonic(), 0
     for rep in range(a.reps):
+        spent = time.monotonic() - t_start
+        if a.budget and done and spent / done * (done + 1) > a.budget:
+            print(f"fair.py: budget of {a.budget:.0f} s: stopping after {done} repetitions",
+                  file=sys.stderr)
+            break
+        done += 1
         k = (rep * len(jobs)) // a.reps
         for m, c in jobs[k:] + jobs[:k]:
             print(f"rep {rep + 1}/{a.reps}: {m} {c}", file=sys.stderr, flush=True)
@@ -182,6 +194,9 @@ def main():
                 alone[c].append(run_together(a, [(c, 100)], "alone", log)[0])
             else:
                 got_all[m][c].append(run_together(a, MIXES[m][0], c, log))
+    if done < a.reps:
+        missed.append(f"only {done} of {a.reps} repetitions within the budget")
+    a.reps = done
     for m in a.mix:
         tenants, saturating = MIXES[m]
         configs = configs_of(tenants, saturating)
@@ -241,7 +256,7 @@ def main():
                 judge(p99 <= 1.25, f"priority: decode p99 <= 1.25 x alone (worst {p99:.2f})")
         if saturating:
             total = sum(l for _, l in tenants)
-            for c in ("default", "force"):
+            for c in [x for x in ("default", "force") if x in configs]:
                 for i, (w, l) in enumerate(tenants):
                     want = l / total if c == "default" else l / 100
                     err = max(abs(frac[c][r][i] - want) for r in range(a.reps))

@@ -17,7 +17,9 @@
 # Run from the repository root after `make` (uses ./build):
 #   OUT=/some/dir tests/gpu/limiter/fair.sh          on the GPU machine
 #   FAKE=1 OUT=/tmp/fair tests/gpu/limiter/fair.sh   on the fake driver
-# Optional: REPS (3), SECS (2), WARMUP (0.75), MIXES ("a,b": names above).
+# Optional: REPS (3), SECS (2.5), WARMUP (1), BUDGET (420 s), MIXES ("a,b":
+# names above), FAIR_FORCE=0 (leave out the force runs of the saturating
+# mixes: tests/gpu/limiter/run.sh judges caps too).
 # Everything lands in $OUT: fair-bench.txt (the table and verdicts),
 # fair-bench.csv (every run), fair-bench.log (every tenant's output),
 # nvidia-smi.txt, summary.txt (PASS/FAIL and the missed targets).
@@ -27,8 +29,9 @@ ROOT=$PWD
 OUT=${OUT:-$ROOT/out/limiter-fair}
 BUILD=${BUILD:-$ROOT/build}
 REPS=${REPS:-3}
-SECS=${SECS:-2}
-WARMUP=${WARMUP:-0.75}
+SECS=${SECS:-2.5}
+WARMUP=${WARMUP:-1}
+BUDGET=${BUDGET:-420}     # seconds of benchmark: no repetition starts that would end later
 mkdir -p "$OUT"
 T0=$(date +%s)
 
@@ -64,7 +67,7 @@ IFS=, read -r -a want <<< "${MIXES:-decode+decode,decode+hog,graph x4,matmul 25+
 for m in "${want[@]}"; do M+=(--mix "$m"); done
 
 python3 "$ROOT/bench/limiter/fair.py" --cushare "$BUILD/cushare" "${W[@]}" "${M[@]}" \
-    --reps "$REPS" --secs "$SECS" --warmup "$WARMUP" --out "$OUT"
+    --reps "$REPS" --secs "$SECS" --warmup "$WARMUP" --budget "$BUDGET" --out "$OUT"
 rc=$?
 {
     if [ $rc -eq 0 ]; then echo "PASS: fair-share targets met"
