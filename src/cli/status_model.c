@@ -325,9 +325,8 @@ void cs_status_print_json(FILE *out, const struct cs_status *st)
             fprintf(out, "%" PRId32, d->mps_pid);
         else
             fprintf(out, "null");
-        fprintf(out, ",\"shared\":%" PRIu64, d->shared);
         json_share_state(out, d);
-        fputc('}', out);
+        fprintf(out, ",\"shared\":%" PRIu64 "}", d->shared);
     }
     fprintf(out, "],\"processes\":[");
     for (int i = 0; i < st->nproc; i++) {
