@@ -96,6 +96,11 @@ struct cs_board_entry {
  * others above their floor keep their queues short (fair.h). */
 #define CS_BOARD_F_HELD 4u
 
+/* The tenant's own queue on the GPU did not run dry while it was not held
+ * (watch.c): it fills the GPU. One that does not (a decode loop) is the
+ * latency-sensitive kind the short queues protect (fair.h). */
+#define CS_BOARD_F_FILLING 8u
+
 /* Pacing tenants a window schedule is made for; with more, or with limits
  * adding up to more than 100 %, nobody keeps to windows. */
 #define CS_BOARD_WINDOW_MEMBERS 16
@@ -110,7 +115,7 @@ struct cs_board_post {
     uint8_t uuid[16];
     int32_t priority;
     uint32_t policy, sm_limit, share_ppm;
-    bool busy, starved, paced, held;
+    bool busy, starved, paced, held, filling;
 };
 
 /* Another tenant in the device's window schedule. */
@@ -128,6 +133,7 @@ struct cs_board_peer {
     uint32_t share_ppm;         /* its use over the last second */
     int32_t priority;
     bool held;                  /* CS_BOARD_F_HELD */
+    bool filling;               /* CS_BOARD_F_FILLING */
 };
 
 /* What a tenant learns about the others on one device. */

@@ -86,7 +86,7 @@ static uint32_t entitlement(const struct cs_fair_in *in, bool *rivals, bool *hig
             d[n++] = demand_of(p->use_pm, p->floor_pm ? p->floor_pm : 1);
             floors += p->floor_pm;
             *rivals = true;
-            *waiting |= !p->held;
+            *waiting |= !p->held && !p->filling;
         }
     }
     /* Busy time nobody's board entry explains is an unlimited tenant's
@@ -132,9 +132,10 @@ void cs__fair_decide(const struct cs_fair_in *in, struct cs_fair_out *out)
     if (!saturated || !rivals)
         return;
     bool over = in->held || cs__fair_wants_more(in->use_pm, ent);
-    /* A rival its pacing does not hold has work waiting behind ours: above
-     * our floor we keep our queue short, so its latency, and so its
-     * floor, do not depend on how deep we would queue. */
+    /* A rival that leaves the GPU idle between its launches (it does not
+     * fill it) and that its pacing does not hold has work waiting behind
+     * ours: above our floor we keep our queue short, so its latency, and
+     * so its floor, do not depend on how deep we would queue. */
     bool guard = waiting && cs__fair_wants_more(in->use_pm, in->floor_pm);
     if (!over && !guard)
         return;

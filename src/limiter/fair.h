@@ -56,6 +56,8 @@ struct cs_fair_peer {
     int32_t priority;        /* CUDA_TASK_PRIORITY, lower = higher */
     bool held;               /* its pacing holds it: it has no work waiting
                                 that the queues of others would delay */
+    bool filling;            /* its queue never runs dry: throughput, not
+                                latency, is what it needs */
 };
 
 struct cs_fair_in {

@@ -641,6 +641,10 @@ static void update_window(int d, const struct cs_board_view *v, bool engaged, in
  * leave it idle between launches for the CPU (a decode loop). */
 static bool filling(int d)
 {
+    /* Until half a second is seen, unknown: taken as filling, so a tenant
+     * that just started claims no short queues of the others. */
+    if (ring_span(CS_WATCH_WINDOW) < CS_WATCH_WINDOW / 2)
+        return true;
     int64_t span = (int64_t)ring_span(CS_WATCH_WINDOW) * CS_LIM_TICK_NS;
     int64_t unheld = span - (int64_t)ring_delta(W.slept, d, CS_WATCH_WINDOW);
     int64_t dry = (int64_t)ring_delta(W.dry, d, CS_WATCH_WINDOW);
@@ -691,7 +695,8 @@ static int decide_default(int d, uint32_t ppm, int32_t prio, int util, int forei
         peers[i] = (struct cs_fair_peer){.floor_pm = v->peers[i].sm_limit * 100,
                                          .use_pm = v->peers[i].share_ppm / 100,
                                          .priority = v->peers[i].priority,
-                                         .held = v->peers[i].held};
+                                         .held = v->peers[i].held,
+                                         .filling = v->peers[i].filling};
     /* Busy time of processes on no board entry (unlimited tenants). */
     int unexplained = foreign < 0 ? 0 : foreign - (int)(v->busy_share_ppm / 10000);
     /* Busy: NVML's utilisation, or what we and the others are seen to use
@@ -774,7 +779,7 @@ static void tick(int64_t now)
                                                                __ATOMIC_RELAXED) != 0 &&
                                                (policy == CS_POLICY_FORCE ||
                                                 W.dev[d].fair.turns),
-                                      .held = held(d)};
+                                      .held = held(d), .filling = filling(d)};
             memcpy(p.uuid, cs__device_info(d)->uuid.bytes, 16);
             cs__board_post(W.board, &p, now);
         }

@@ -97,10 +97,14 @@ static void conserving(void)
     /* ... with a short queue, since the small one has work waiting. */
     CHECK_EQ(o.ahead_ns, CS_FAIR_PRIORITY_AHEAD_NS);
     /* Even under its entitlement, above its floor it keeps the queue short
-     * while an unheld rival is busy. */
+     * while an unheld rival that does not fill the GPU is busy ... */
     o = decide(false, 7500, 7600, 10000, true, 1, &small);
     CHECK(o.engaged);
     CHECK_EQ(o.ahead_ns, CS_FAIR_PRIORITY_AHEAD_NS);
+    /* ... but not for one that fills it: that one wants throughput. */
+    small.filling = true;
+    o = decide(false, 7500, 7600, 10000, true, 1, &small);
+    CHECK(!o.engaged);
 }
 
 static void floor_under_contention(void)
