@@ -86,7 +86,8 @@ static uint32_t entitlement(const struct cs_fair_in *in, bool *rivals, bool *hig
             d[n++] = demand_of(p->use_pm, p->floor_pm ? p->floor_pm : 1);
             floors += p->floor_pm;
             *rivals = true;
-            *waiting |= !p->held && !p->filling;
+            *waiting |= !p->held && !p->filling && p->floor_pm &&
+                        !cs__fair_wants_more(p->use_pm, p->floor_pm);
         }
     }
     /* Busy time nobody's board entry explains is an unlimited tenant's
@@ -132,10 +133,11 @@ void cs__fair_decide(const struct cs_fair_in *in, struct cs_fair_out *out)
     if (!saturated || !rivals)
         return;
     bool over = in->held || cs__fair_wants_more(in->use_pm, ent);
-    /* A rival that leaves the GPU idle between its launches (it does not
-     * fill it) and that its pacing does not hold has work waiting behind
-     * ours: above our floor we keep our queue short, so its latency, and
-     * so its floor, do not depend on how deep we would queue. */
+    /* A rival under its floor that leaves the GPU idle between its
+     * launches (it does not fill it; its pacing does not hold it) has
+     * work waiting behind ours: above our floor we keep our queue short,
+     * so its latency, and so its floor, do not depend on how deep we
+     * would queue. */
     bool guard = waiting && cs__fair_wants_more(in->use_pm, in->floor_pm);
     if (!over && !guard)
         return;

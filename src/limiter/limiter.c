@@ -659,6 +659,10 @@ static bool law_follow(struct cs_lim_dev *D, int dev, int64_t now)
     bool engaged = __atomic_load_n(&D->engaged, __ATOMIC_RELAXED);
     if (engaged && !D->law_running) {
         cs__law_start(&D->law, cs__lim_clock(dev), D->pct, now);
+        /* Work done while we were not held is not a debt: the first
+         * harvests after a (re)start measure it, and charged at the
+         * share it would hold the tenant for its whole length. */
+        cs__law_forgive(&D->law, now);
         D->law_running = 1;
     } else if (!engaged) {
         D->law_running = 0;

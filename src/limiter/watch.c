@@ -574,6 +574,12 @@ static uint64_t window_for(int d, const struct cs_board_view *v, bool engaged, b
     if (!period_us || !engaged || !v->nmembers || v->nmembers > CS_BOARD_WINDOW_MEMBERS ||
         runs_beside_others(d))
         return 0;
+    /* Turns only when every busy tenant on the board takes them: one that
+     * launches whenever it likes would run inside our window while we
+     * keep out of its time, and the two views of who holds the GPU would
+     * disagree until the next decisions. */
+    if (v->npeers < CS_BOARD_VIEW_PEERS && v->nmembers != v->npeers)
+        return 0;
     uint32_t uid = (uint32_t)geteuid(), sum = pct, before = 0;
     for (int i = 0; i < v->nmembers; i++) {
         const struct cs_board_member *m = &v->members[i];
