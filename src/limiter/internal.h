@@ -123,6 +123,9 @@ struct cs_lim_dev {
                                     in the device's coordinated schedule,
                                     cs__lim_window_pack; 0 = none */
     int law_running;             /* law started since last engaged */
+    int hami_hold;               /* watcher thread only: ticks pacing stays
+                                    engaged after HAMi's utilization_switch
+                                    was last 1 */
     struct cs_law law;
     int64_t est[CS_LIM_NKINDS];  /* EMA of measured GPU ns per launch */
     uint64_t measured;           /* pairs harvested */

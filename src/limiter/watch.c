@@ -50,6 +50,10 @@
 
 #define CS_WATCH_FOREIGN_PCT 10          /* NVML: foreign utilisation that counts */
 #define CS_WATCH_HOLD_NS 1000000000ll    /* stay engaged 1 s after contention */
+/* Watcher ticks pacing stays engaged after HAMi's utilization_switch was
+ * last seen at 1: the contention hold, counted in ticks so that a value
+ * the tenant writes cannot shorten it however the watcher is scheduled. */
+#define CS_WATCH_HAMI_HOLD_TICKS 10
 #define CS_WATCH_WINDOW 10               /* ticks in the share window (1 s) */
 #define CS_WATCH_STARVED_PCT 97          /* under 97 % of the limit may be starved */
 #define CS_WATCH_UNPACED_PCT 5           /* slept under 5 % of the last second */
@@ -816,8 +820,12 @@ static void tick(int64_t now)
          * it does for HAMi-core: it sees every container of the node. Its
          * 0 never releases pacing by itself: the tenant can write the
          * region too (docs/security.md, "HAMi's region"), so then our own
-         * decision below rules. */
-        if (cs__hami_util_switch() > 0) {
+         * decision below rules, once the hold after its last 1 is over. */
+        if (cs__hami_util_switch() > 0)
+            D->hami_hold = CS_WATCH_HAMI_HOLD_TICKS;
+        else if (D->hami_hold > 0)
+            D->hami_hold--;
+        if (D->hami_hold > 0) {
             if (known)
                 apply_share(d, true);
             if (__atomic_exchange_n(&D->engaged, 1, __ATOMIC_RELAXED) != 1)
