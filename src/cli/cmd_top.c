@@ -128,7 +128,7 @@ static char *render(struct cs_ledger *l, struct cs_status *st, bool live)
         return NULL;
     cs_status_settle(l);
     cs_status_snapshot(l, st);
-    cs_status_print_top(f, st, term_width());
+    cs_status_print_top(f, st, term_width(), live && isatty(STDIN_FILENO));
     if (fclose(f) != 0)
         return NULL;
     if (!live)

@@ -61,7 +61,7 @@ static int unknown_command(const char *name)
 /* `cushare help [CMD]`: CMD's own --help, so that there is one text. */
 static int help(int argc, char **argv)
 {
-    if (argc < 3) {
+    if (argc < 3 || !strcmp(argv[2], "help")) {
         print_help(stdout);
         return CS_EXIT_OK;
     }

@@ -104,6 +104,9 @@ grep -q ' own-ns$' "$T/top" || fail "top does not say how host pids were learnt:
 for word in 'THR % of time paced' 'NP processes' 'HISTORY that share' 'FREE above its share, not contended'; do
   grep -qF "$word" "$T/top" || fail "top's legend lacks '$word': $(cat "$T/top")"
 done
+"$CLI" top --once "$T/$LONG.ledger" >"$T/top-ledger" 2>&1 || fail "top --once LEDGER: $(cat "$T/top-ledger")"
+grep -qF "$LONG.ledger" "$T/top-ledger" || fail "top --once LEDGER: $(cat "$T/top-ledger")"
+grep -q 'q quits' "$T/top-ledger" && fail "top --once LEDGER says how to quit: $(cat "$T/top-ledger")"
 # Without NVML the GPU comes from the tenant's ledger: say why no more.
 env -u LD_LIBRARY_PATH "$CLI" top --once --no-scan --interval 100 >"$T/top-nonvml" 2>&1 ||
   fail "top without NVML: $(cat "$T/top-nonvml")"

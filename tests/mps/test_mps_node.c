@@ -517,6 +517,32 @@ static void case_two_gpus(void)
     check_mps_dir_empty();
 }
 
+/* `cushare run --mps --ledger LEDGER` of this program's client role: the
+ * run's pid; *client gets the client's once it is an MPS client. */
+static pid_t start_client(const char *ledger, pid_t *client)
+{
+    char self[4200];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    CHECK(n > 0);
+    self[n] = '\0';
+    int fds[2];
+    CHECK(pipe(fds) == 0);
+    char fd[16];
+    snprintf(fd, sizeof fd, "%d", fds[1]);
+    fflush(NULL);
+    pid_t run = cs_fork_tied();
+    if (run == 0) {
+        close(fds[0]);
+        execl(cli, cli, "run", "--mps", "--mem", "1GiB", "--ledger", ledger, "--", self,
+              "client", fd, (char *)NULL);
+        _exit(127);
+    }
+    close(fds[1]);
+    cs_read_full(fds[0], client, sizeof *client, 30000);
+    close(fds[0]);
+    return run;
+}
+
 static bool status_lists(const char *want)
 {
     char *s = expect(0, NULL, ARGS("mps", "status", "--json"));
@@ -531,30 +557,11 @@ static void case_clients_left(void)
 {
     char uuid[48];
     gpu_uuid(0, uuid);
-    char self[4200];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    CHECK(n > 0);
-    self[n] = '\0';
-    int fds[2];
-    CHECK(pipe(fds) == 0);
-    char fd[16];
-    snprintf(fd, sizeof fd, "%d", fds[1]);
-    fflush(NULL);
-    pid_t run = cs_fork_tied();
-    if (run == 0) {
-        close(fds[0]);
-        execl(cli, cli, "run", "--mps", "--mem", "1GiB", "--", self, "client", fd, (char *)NULL);
-        _exit(127);
-    }
-    close(fds[1]);
-    pid_t client;
-    cs_read_full(fds[0], &client, sizeof client, 30000);
-    close(fds[0]);
+    pid_t client, run = start_client(lt_path("left.ledger"), &client);
     pid_t daemon = daemon_pid(uuid);
     CHECK(running(daemon));
     CHECK(kill(run, SIGTERM) == 0); /* relayed to the client */
-    int st;
-    CHECK_EQ(waitpid(run, &st, 0), run);
+    lt_wait(run, 30);
 
     /* The daemon notices the client's connection end in its own time:
      * wait for the server to list nobody. */
@@ -573,27 +580,9 @@ static void case_clients(void)
 {
     char uuid[48];
     gpu_uuid(0, uuid);
-    char self[4200];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    CHECK(n > 0);
-    self[n] = '\0';
     char ledger[4300];
     snprintf(ledger, sizeof ledger, "%s", lt_path("t.ledger"));
-    int fds[2];
-    CHECK(pipe(fds) == 0);
-    char fd[16];
-    snprintf(fd, sizeof fd, "%d", fds[1]);
-    fflush(NULL);
-    pid_t run = cs_fork_tied();
-    if (run == 0) {
-        close(fds[0]);
-        execl(cli, cli, "run", "--mps", "--mem", "1GiB", "--ledger", ledger, "--", self,
-              "client", fd, (char *)NULL);
-        _exit(127);
-    }
-    close(fds[1]);
-    pid_t client;
-    cs_read_full(fds[0], &client, sizeof client, 30000);
+    pid_t client, run = start_client(ledger, &client);
     pid_t daemon = daemon_pid(uuid);
     CHECK(running(daemon));
 
@@ -634,7 +623,6 @@ static void case_clients(void)
     free(s);
     CHECK(kill(run, SIGTERM) == 0);
     lt_wait(run, 30);
-    close(fds[0]);
 }
 
 /* `fake-nvidia-cuda-mps-control` ARG with `input` on stdin: exit code,
