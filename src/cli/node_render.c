@@ -118,7 +118,7 @@ static void processes(FILE *out, const struct cs_node_tenant *t, int d)
 }
 
 /* The tenant's name in full: a name longer than the column gets a line
- * of its own (wrapped, never cut) and the row shows its last letters. */
+ * of its own (wrapped, never cut), and its row starts blank under it. */
 static void tenant_row(FILE *out, const struct cs_node_tenant *t, int d, bool sel, int hist_w,
                        int name_w)
 {
