@@ -88,7 +88,7 @@ int cs_cmd_status(int argc, char **argv)
             path = argv[i];
         }
     }
-    if (!path && (json || !getenv("CUDA_DEVICE_MEMORY_SHARED_CACHE")))
+    if (!path && (json || node_opts || !getenv("CUDA_DEVICE_MEMORY_SHARED_CACHE")))
         return node_view(&where, json);
     if (node_opts)
         return cs_cli_usage_error("status", "--registry, --scan and --no-scan choose the node "
