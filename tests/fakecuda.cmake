@@ -64,3 +64,5 @@ if(Python3_Interpreter_FOUND)
       ${CUDA_HOME}/include/cudaTypedefs.h ${FAKECUDA_TEST_DIR}/fake_procs.h)
   set_tests_properties(fake_procs_table_current PROPERTIES LABELS fakecuda TIMEOUT 60)
 endif()
+# The checkpoint API's state machine (fake_checkpoint.c).
+fakecuda_test(fake_checkpoint test_fake_checkpoint.c LIBS fakecuda_driver)

@@ -69,6 +69,8 @@
 #define CS_LEDGER_SHARES 256
 #define CS_LEDGER_SHARE_KEYS 3
 #define CS_LEDGER_SHARE_LOCK(j) (CS_LEDGER_LOCK_BASE - 1024u - (uint64_t)(j))
+/* Held exclusively by whoever parks or wakes the tenant (docs/parking.md). */
+#define CS_LEDGER_PARK_LOCK (CS_LEDGER_LOCK_BASE - 4u - CS_MAX_DEVICES)
 
 /* Categories of device memory charged to a slot (docs/accounting.md). */
 #define CS_MEM_CATEGORIES(X)                                                  \
@@ -115,6 +117,47 @@ enum cs_identity_tier {
 enum cs_run_request {
     CS_RUN = 0,
     CS_SUSPEND = 1,
+    CS_PARKED = 2,  /* the tenant is parked off the GPU: the next call wakes it
+                     * (docs/parking.md) */
+};
+
+/* Where a tenant's GPU state is (docs/parking.md). PARKING and WAKING are
+ * held only by the holder of CS_LEDGER_PARK_LOCK; found without a holder
+ * they mean the performer died, and the next waker drives every process
+ * back to running. */
+#define CS_PARK_STATES(X)        \
+    X(RUNNING, "running")        \
+    X(PARKING, "parking")        \
+    X(PARKED, "parked")          \
+    X(WAKING, "waking")
+
+enum cs_park_state {
+#define CS_X_ENUM(id, name) CS_PARK_##id,
+    CS_PARK_STATES(CS_X_ENUM)
+#undef CS_X_ENUM
+    CS_PARK_NSTATES
+};
+
+/* A tenant's parking record (header offset 2112). Written only by the
+ * holder of CS_LEDGER_PARK_LOCK; read by anyone (monitors, waiters). */
+struct cs_ledger_park {
+    uint32_t state;             /*   0 atomic enum cs_park_state             */
+    uint32_t seq;               /*   4 atomic: +1 at every state change; the
+                                 *     futex word waiters sleep on           */
+    uint64_t host_bytes;        /*   8 atomic: device bytes parked in host
+                                 *     memory by the last park (0 running)   */
+    uint64_t parks;             /*  16 atomic: completed parks               */
+    uint64_t wakes;             /*  24 atomic: completed wakes               */
+    uint64_t park_ns_total;     /*  32 atomic: time spent parking            */
+    uint64_t wake_ns_total;     /*  40 atomic: time spent waking             */
+    uint64_t last_park_ns;      /*  48 atomic: duration of the last park     */
+    uint64_t last_wake_ns;      /*  56 atomic: duration of the last wake     */
+    uint64_t since_ns;          /*  64 atomic CLOCK_REALTIME of the last change */
+    int32_t performer_pid;      /*  72 atomic: who holds the park lock, 0 none */
+    uint32_t last_error;        /*  76 atomic: CUresult of the last failure  */
+    uint64_t refusals;          /*  80 atomic: parks refused (busy, shared
+                                 *     memory, host memory, driver)          */
+    uint64_t reserved[5];       /*  88                                       */
 };
 
 enum cs_policy {
@@ -154,7 +197,9 @@ struct cs_ledger_header {
     uint64_t claim_hint;        /* 2048 atomic: rotates first slot probed    */
     uint64_t reaped;            /* 2056 atomic: dead slots reaped            */
     uint64_t live;              /* 2064 atomic: slots currently LIVE         */
-    uint8_t reserved3[CS_LEDGER_HEADER_SIZE - 2072];
+    uint8_t reserved3[2112 - 2072];
+    struct cs_ledger_park park; /* 2112 .. 2240 parking (docs/parking.md)    */
+    uint8_t reserved4[CS_LEDGER_HEADER_SIZE - 2240];
 };
 
 struct cs_ledger_slot {
@@ -165,7 +210,7 @@ struct cs_ledger_slot {
     uint32_t identity_reason;   /*  16 atomic: errno-style reason of fallback */
     uint32_t lock_waits;        /*  20 atomic: post-init lock waits          */
     uint32_t run_request;       /*  24 atomic enum cs_run_request (monitors) */
-    uint32_t run_state;         /*  28 atomic: 1 while parked by suspend     */
+    uint32_t run_state;         /*  28 atomic: 1 while held by suspend       */
     uint64_t start_ns;          /*  32 CLOCK_REALTIME when claimed           */
     uint64_t pidns_ino;         /*  40 inode of /proc/self/ns/pid            */
     uint64_t generation;        /*  48 atomic: bumps at every claim          */
@@ -178,7 +223,14 @@ struct cs_ledger_slot {
                                          *      returns in flight per device   */
     uint64_t op_seq;                    /* 1984 atomic: +1 at every announce;
                                          *      never reset, not even at claim */
-    uint8_t reserved1[2048 - 1992];
+    uint32_t in_call;                   /* 1992 atomic: threads of the owner
+                                         *      inside an intercepted call while
+                                         *      parking is on (docs/parking.md) */
+    uint32_t reserved2;                 /* 1996                              */
+    uint64_t last_call_ns;              /* 2000 atomic CLOCK_MONOTONIC_COARSE of
+                                         *      the owner's latest intercepted
+                                         *      call while parking is on     */
+    uint8_t reserved1[2048 - 2008];
 };
 
 enum cs_share_state {
@@ -214,6 +266,10 @@ _Static_assert(offsetof(struct cs_ledger_header, uuid_state) == 512, "ABI");
 _Static_assert(offsetof(struct cs_ledger_header, physical_total) == 576, "ABI");
 _Static_assert(offsetof(struct cs_ledger_header, dev) == 1024, "ABI");
 _Static_assert(offsetof(struct cs_ledger_header, claim_hint) == 2048, "ABI");
+_Static_assert(offsetof(struct cs_ledger_header, park) == 2112, "ABI");
+_Static_assert(sizeof(struct cs_ledger_park) == 128, "ABI");
+_Static_assert(offsetof(struct cs_ledger_slot, in_call) == 1992, "ABI");
+_Static_assert(offsetof(struct cs_ledger_slot, last_call_ns) == 2000, "ABI");
 _Static_assert(sizeof(struct cs_ledger_slot) == 2048, "ledger slot size is ABI");
 _Static_assert(offsetof(struct cs_ledger_slot, throttled_ns) == 56, "ABI");
 _Static_assert(offsetof(struct cs_ledger_slot, bytes) == 64, "ABI");

@@ -11,6 +11,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "ledger/ledger.h"
+
 #define CS_EXIT_OK 0
 #define CS_EXIT_FAIL 1
 #define CS_EXIT_USAGE 2
@@ -47,6 +49,13 @@ int cs_cli_limit_value(const char *cmd, bool is_size, const char *item, char *va
 
 /* Directory holding the running `cushare` binary (for finding libcushare.so). */
 const char *cs_cli_self_dir(void);
+
+/* Opens the one LEDGER operand (argv[optind], else
+ * $CUDA_DEVICE_MEMORY_SHARED_CACHE) read-write for a command that writes
+ * control words (suspend, park). CS_EXIT_OK, CS_EXIT_USAGE (message
+ * printed) or CS_EXIT_FAIL (the ledger code said why). */
+int cs_cli_open_ledger_rw(const char *cmd, int argc, char **argv, int optind,
+                          struct cs_ledger *l);
 
 /* Absolute path of libcushare.so: $CUSHARE_LIBRARY, else next to the
  * `cushare` binary, else ../lib. 0, or -1 after a message naming `cmd`. */

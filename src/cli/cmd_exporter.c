@@ -224,6 +224,13 @@ static void tenant_scalars(FILE *out, const struct cs_node_model *m)
         {"cushare_tenant_suspended", "gauge", "1 while a process of the tenant is parked by cushare suspend.", 2},
         {"cushare_tenant_lock_waits_total", "counter", "Post-init lock waits of the tenant's live processes.", 3},
         {"cushare_tenant_priority", "gauge", "CUDA_TASK_PRIORITY of the tenant.", 4},
+        {"cushare_tenant_park_state", "gauge", "0 running, 1 parking, 2 parked off the GPU, 3 waking (docs/parking.md).", 5},
+        {"cushare_tenant_parked_bytes", "gauge", "Device memory of the tenant parked in host memory.", 6},
+        {"cushare_tenant_parks_total", "counter", "Completed parks of the tenant.", 7},
+        {"cushare_tenant_wakes_total", "counter", "Completed wakes of the tenant.", 8},
+        {"cushare_tenant_park_seconds_total", "counter", "Time spent parking the tenant.", 9},
+        {"cushare_tenant_wake_seconds_total", "counter", "Time spent waking the tenant.", 10},
+        {"cushare_tenant_park_refusals_total", "counter", "Parks of the tenant refused (busy, shared memory, host memory, driver).", 11},
     };
     for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
         head(out, rows[r].name, rows[r].type, rows[r].help);
@@ -239,7 +246,14 @@ static void tenant_scalars(FILE *out, const struct cs_node_model *m)
             case 1: fprintf(out, "%.6f\n", (double)t->suspended_ns * 1e-9); break;
             case 2: fprintf(out, "%d\n", t->suspended ? 1 : 0); break;
             case 3: fprintf(out, "%" PRIu32 "\n", t->lock_waits); break;
-            default: fprintf(out, "%" PRId32 "\n", t->priority); break;
+            case 4: fprintf(out, "%" PRId32 "\n", t->priority); break;
+            case 5: fprintf(out, "%" PRIu32 "\n", t->park.state); break;
+            case 6: fprintf(out, "%" PRIu64 "\n", t->park.host_bytes); break;
+            case 7: fprintf(out, "%" PRIu64 "\n", t->park.parks); break;
+            case 8: fprintf(out, "%" PRIu64 "\n", t->park.wakes); break;
+            case 9: fprintf(out, "%.6f\n", (double)t->park.park_ns_total * 1e-9); break;
+            case 10: fprintf(out, "%.6f\n", (double)t->park.wake_ns_total * 1e-9); break;
+            default: fprintf(out, "%" PRIu64 "\n", t->park.refusals); break;
             }
         }
     }

@@ -103,15 +103,11 @@ static int run(int argc, char **argv, bool suspend)
             return cs_cli_unknown_option(cmd, argv[optind - 1], suspend_usage);
         }
     }
-    if (argc - optind > 1)
-        return cs_cli_usage_error(cmd, "one LEDGER at most (see --help)");
-    const char *path = optind < argc ? argv[optind] : getenv("CUDA_DEVICE_MEMORY_SHARED_CACHE");
-    if (!path || !*path)
-        return cs_cli_usage_error(cmd, "no ledger: pass LEDGER or set "
-                                       "CUDA_DEVICE_MEMORY_SHARED_CACHE");
     struct cs_ledger l;
-    if (cs__ledger_open(path, NULL, false, &l))
-        return CS_EXIT_FAIL;
+    int orc = cs_cli_open_ledger_rw(cmd, argc, argv, optind, &l);
+    if (orc != CS_EXIT_OK)
+        return orc;
+    const char *path = l.path;
     int n = set_all(&l, suspend ? CS_SUSPEND : CS_RUN);
     int live = 0, parked = 0, rc = CS_EXIT_OK;
     const int64_t deadline = now_ms() + timeout * 1000;

@@ -316,6 +316,7 @@ static void copy_header(struct cs_node_tenant *t, const struct cs_ledger_header 
 {
     t->policy = h->policy;
     t->priority = h->priority;
+    cs_status_park_read(h, &t->park);
     t->created_ns = h->created_ns;
     t->reaped = h->reaped;
     for (int d = 0; d < CS_MAX_DEVICES; d++) {

@@ -74,7 +74,8 @@ struct cs_node_tenant {
     int hist_n, hist_head;                  /* head: next write */
     uint64_t cum_gpu_ns[CS_MAX_DEVICES], cum_throttled_ns;
     double throttled;                       /* 0..1 over the window */
-    bool suspended;                         /* any process parked */
+    bool suspended;                         /* any process held by suspend */
+    struct cs_status_park park;             /* parking record (docs/parking.md) */
     uint64_t suspended_ns;                  /* time seen suspended by this model */
     uint32_t lock_waits;
     int tiers[CS_IDENTITY_NTIERS];          /* processes per identity tier */

@@ -74,14 +74,16 @@ const char *cs_node_unheld_reason(const struct cs_node_tenant *t, int d)
     return NULL;
 }
 
-/* FLAGS of a tenant's device row: GONE alone; else SUSP (parked), why it
- * is above its share (FREE, OFF), STARVED and MPS (some process is an MPS
- * client of this GPU), as many as fit FLAGS_W in that order (STARVED
- * leaves MPS to the process rows); "-". */
+/* FLAGS of a tenant's device row: GONE alone; else PARKED / PARKING /
+ * WAKING (off the GPU, docs/parking.md), SUSP (suspended), why it is above
+ * its share (FREE, OFF), STARVED and MPS (some process is an MPS client of
+ * this GPU), as many as fit FLAGS_W in that order (STARVED leaves MPS to
+ * the process rows); "-". */
 static void flags_text(const struct cs_node_tenant *t, int d, char *out, size_t n)
 {
-    const char *word[] = {t->suspended ? "SUSP" : NULL, cs_node_unheld_reason(t, d),
-                          t->dev[d].starved ? "STARVED" : NULL, t->dev[d].nmps ? "MPS" : NULL};
+    const char *word[] = {cs_status_park_word(&t->park), t->suspended ? "SUSP" : NULL,
+                          cs_node_unheld_reason(t, d), t->dev[d].starved ? "STARVED" : NULL,
+                          t->dev[d].nmps ? "MPS" : NULL};
     size_t len = 0;
     snprintf(out, n, "%s", t->gone ? "GONE" : "-");
     for (size_t i = 0; i < sizeof word / sizeof word[0] && !t->gone; i++) {
@@ -193,9 +195,10 @@ static void legend(FILE *out)
           "achieved over 3 s / limit  HISTORY that share, oldest left  THR % of time paced\n"
           "PRI priority (lower = first)  NP processes  HOSTPID how host pids were learnt:\n"
           "own-ns (NVML sees our pid), broker, procfs, probe, failed, unknown\n"
-          "FLAGS: SUSP suspended  FREE above its share, not contended (policy default holds\n"
-          "it only while others want the GPU)  OFF policy disable  STARVED waits for the\n"
-          "GPU  MPS client of the GPU's MPS daemon  GONE tenant ended\n", out);
+          "FLAGS: PARKED/PARKING/WAKING off the GPU (cushare park)  SUSP suspended\n"
+          "FREE above its share, not contended (policy default holds it only while\n"
+          "others want the GPU)  OFF policy disable  STARVED waits for the GPU\n"
+          "MPS client of the GPU's MPS daemon  GONE tenant ended\n", out);
 }
 
 /* The tenant column: as wide as the longest name, as far as the width
@@ -333,7 +336,9 @@ static void json_tenant(FILE *out, const struct cs_node_tenant *t)
     for (int i = 0; i < CS_IDENTITY_NTIERS; i++)
         fprintf(out, "%s\"%s\":%d", i ? "," : "", cs__ledger_identity_name((uint32_t)i),
                 t->tiers[i]);
-    fputs("},\"devices\":[", out);
+    fputs("},\"park\":", out);
+    cs_status_park_json(out, &t->park);
+    fputs(",\"devices\":[", out);
     bool first = true;
     for (int d = 0; d < CS_MAX_DEVICES; d++)
         if (t->dev[d].shown) {
@@ -367,7 +372,21 @@ void cs_node_print_json(FILE *out, const struct cs_node_model *m)
         else
             fputs("null}", out);
     }
-    fputs("],\"tenants\":[", out);
+    /* The node's physical accounting: what the tenants hold on the GPUs
+     * and what parking holds for them in host memory. */
+    uint64_t on_gpu = 0, parked = 0;
+    for (int i = 0; i < m->ntenants; i++) {
+        const struct cs_node_tenant *t = m->tenant[i];
+        if (t->gone)
+            continue;
+        parked += t->park.host_bytes;
+        if (t->park.state == CS_PARK_RUNNING)
+            for (int d = 0; d < CS_MAX_DEVICES; d++)
+                on_gpu += cs_node_dev_used(t, d);
+    }
+    fprintf(out, "],\"tenants_on_gpu_bytes\":%" PRIu64 ",\"tenants_parked_bytes\":%" PRIu64,
+            on_gpu, parked);
+    fputs(",\"tenants\":[", out);
     int *idx = malloc(((size_t)m->ntenants + 1) * sizeof *idx);
     int n = idx ? cs_node_order(m, CS_NODE_SORT_MEM, idx) : 0;
     for (int r = 0; r < n; r++) {

@@ -10,6 +10,7 @@
 
 #include "cli/cli.h"
 #include "cli/text.h"
+#include "park/park.h"
 
 #define MIB (1024.0 * 1024.0)
 #define LD(p) __atomic_load_n((p), __ATOMIC_RELAXED)
@@ -125,10 +126,45 @@ void cs_status_snapshot(const struct cs_ledger *l, struct cs_status *st)
                 v->shared += LD(&sh->charged);
         }
     }
+    cs_status_park_read(h, &st->park);
     st->nproc = 0;
     for (int i = 0; i < CS_LEDGER_SLOTS; i++)
         if (read_slot(l, i, &st->proc[st->nproc]))
             st->nproc++;
+}
+
+void cs_status_park_read(const struct cs_ledger_header *h, struct cs_status_park *p)
+{
+    const struct cs_ledger_park *k = &h->park;
+    p->state = LD(&k->state);
+    p->host_bytes = LD(&k->host_bytes);
+    p->parks = LD(&k->parks);
+    p->wakes = LD(&k->wakes);
+    p->refusals = LD(&k->refusals);
+    p->park_ns_total = LD(&k->park_ns_total);
+    p->wake_ns_total = LD(&k->wake_ns_total);
+    p->last_park_ns = LD(&k->last_park_ns);
+    p->last_wake_ns = LD(&k->last_wake_ns);
+    p->performer_pid = LD(&k->performer_pid);
+    p->last_error = LD(&k->last_error);
+}
+
+const char *cs_status_park_word(const struct cs_status_park *p)
+{
+    static const char *const words[] = {NULL, "PARKING", "PARKED", "WAKING"};
+    return p->state < sizeof words / sizeof *words ? words[p->state] : "PARK?";
+}
+
+void cs_status_park_json(FILE *out, const struct cs_status_park *p)
+{
+    fprintf(out, "{\"state\":\"%s\",\"host_bytes\":%" PRIu64 ",\"parks\":%" PRIu64
+                 ",\"wakes\":%" PRIu64 ",\"refusals\":%" PRIu64 ",\"park_ns_total\":%" PRIu64
+                 ",\"wake_ns_total\":%" PRIu64 ",\"last_park_ns\":%" PRIu64
+                 ",\"last_wake_ns\":%" PRIu64 ",\"performer_pid\":%" PRId32
+                 ",\"last_error\":%" PRId32 "}",
+            cs__park_state_name(p->state), p->host_bytes, p->parks, p->wakes, p->refusals,
+            p->park_ns_total, p->wake_ns_total, p->last_park_ns, p->last_wake_ns,
+            p->performer_pid, (int32_t)p->last_error);
 }
 
 uint64_t cs_status_process_total(const struct cs_status_process *p, int dev)
@@ -215,6 +251,12 @@ void cs_status_print_human(FILE *out, const struct cs_status *st)
             fprintf(out, "device %d: %.1f MiB of USED is memory processes share (VMM exports, "
                     "IPC), charged once and in no process below\n", st->dev[i].index,
                     (double)st->dev[i].shared / (1024.0 * 1024.0));
+    if (st->park.state != CS_PARK_RUNNING || st->park.parks)
+        fprintf(out, "parking: %s, %.1f MiB in host memory; %" PRIu64 " parks (last %.0f ms), %"
+                PRIu64 " wakes (last %.0f ms), %" PRIu64 " refused (docs/parking.md)\n",
+                cs__park_state_name(st->park.state), (double)st->park.host_bytes / MIB,
+                st->park.parks, (double)st->park.last_park_ns / 1e6, st->park.wakes,
+                (double)st->park.last_wake_ns / 1e6, st->park.refusals);
     fprintf(out, "\n");
     if (!st->nproc) {
         fprintf(out, "no processes\n");
@@ -297,7 +339,9 @@ void cs_status_print_json(FILE *out, const struct cs_status *st)
             fprintf(out, "null");
         fprintf(out, ",\"shared\":%" PRIu64 "}", d->shared);
     }
-    fprintf(out, "],\"processes\":[");
+    fprintf(out, "],\"park\":");
+    cs_status_park_json(out, &st->park);
+    fprintf(out, ",\"processes\":[");
     for (int i = 0; i < st->nproc; i++) {
         const struct cs_status_process *p = &st->proc[i];
         fprintf(out, "%s{\"slot\":%d,\"pid\":%" PRId32 ",\"host_pid\":%" PRId32

@@ -45,6 +45,16 @@ struct cs_status_process {
     uint64_t gpu_ns[CS_MAX_DEVICES];
 };
 
+/* A tenant's parking record (docs/parking.md), copied from the ledger. */
+struct cs_status_park {
+    uint32_t state;             /* enum cs_park_state */
+    uint64_t host_bytes;        /* device bytes parked in host memory */
+    uint64_t parks, wakes, refusals;
+    uint64_t park_ns_total, wake_ns_total, last_park_ns, last_wake_ns;
+    int32_t performer_pid;
+    uint32_t last_error;
+};
+
 struct cs_status {
     const char *path;
     uint32_t version, policy;
@@ -52,9 +62,17 @@ struct cs_status {
     uint64_t created_ns, live, reaped;
     int ndev;
     struct cs_status_device dev[CS_MAX_DEVICES];
+    struct cs_status_park park;
     int nproc;
     struct cs_status_process proc[CS_LEDGER_SLOTS];
 };
+
+/* Copies the parking record of header h. */
+void cs_status_park_read(const struct cs_ledger_header *h, struct cs_status_park *p);
+/* "PARKED", "WAKING", ...: the word top shows; NULL while running. */
+const char *cs_status_park_word(const struct cs_status_park *p);
+/* Writes the "park":{...} member's value (status --json and the node view). */
+void cs_status_park_json(FILE *out, const struct cs_status_park *p);
 
 /* Resolves LEDGER (argument, else $CUDA_DEVICE_MEMORY_SHARED_CACHE) and
  * opens it: read-write when `settle` and the caller may write the file,

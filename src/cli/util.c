@@ -27,6 +27,18 @@ int cs_cli_usage_error(const char *cmd, const char *fmt, ...)
     return CS_EXIT_USAGE;
 }
 
+int cs_cli_open_ledger_rw(const char *cmd, int argc, char **argv, int optind,
+                          struct cs_ledger *l)
+{
+    if (argc - optind > 1)
+        return cs_cli_usage_error(cmd, "one LEDGER at most (see --help)");
+    const char *path = optind < argc ? argv[optind] : getenv("CUDA_DEVICE_MEMORY_SHARED_CACHE");
+    if (!path || !*path)
+        return cs_cli_usage_error(cmd, "no ledger: pass LEDGER or set "
+                                       "CUDA_DEVICE_MEMORY_SHARED_CACHE");
+    return cs__ledger_open(path, NULL, false, l) ? CS_EXIT_FAIL : CS_EXIT_OK;
+}
+
 const char *cs_cli_self_dir(void)
 {
     static char dir[PATH_MAX];

@@ -188,7 +188,7 @@ struct opt {
 enum opt_id {
     O_MEM, O_SM, O_CACHE, O_POLICY, O_PRIORITY, O_BROKER, O_PROCFS, O_BOARD, O_REGISTRY,
     O_HAMI_SIGNALS, O_SM_BURST, O_SM_PERIOD, O_SM_LEAD, O_MPS_TURNS, O_SM_SHARE, O_LOG_LEVEL, O_LEDGER_TRUST, O_HAMI_LOG_LEVEL,
-    O_DISABLE_CONTROL, O_OVERSUBSCRIBE, O_SHARE_DIR, O_COUNT
+    O_DISABLE_CONTROL, O_OVERSUBSCRIBE, O_SHARE_DIR, O_PARK, O_PARK_IDLE, O_COUNT
 };
 
 static const struct opt options[O_COUNT] = {
@@ -243,6 +243,12 @@ static const struct opt options[O_COUNT] = {
     [O_SHARE_DIR] = {"CUSHARE_SHARE_DIR", OPT_PATH, false,
                      "use the absolute path of a directory every tenant of the node can reach "
                      "(default /tmp/vgpulock)"},
+    [O_PARK] = {"CUSHARE_PARK", OPT_INT, false,
+                "use how far the tenants' budgets may exceed the card, in percent of it, "
+                "from 100 to 1000 (e.g. 150), or 0 to never park (docs/parking.md)"},
+    [O_PARK_IDLE] = {"CUSHARE_PARK_IDLE_MS", OPT_INT, false,
+                     "use milliseconds from 0 to 86400000 without GPU calls after which a "
+                     "tenant counts as idle, e.g. 10000"},
 };
 
 static int bad_value(const char *var, const char *value, const char *fix)
@@ -368,6 +374,16 @@ static int parse_one(struct cs_config *c, enum opt_id id, int dev, const char *v
             c->disable_control = on;
         return 0;
     }
+    case O_PARK:
+        if (cs__parse_int(v, 0, 1000, &n) || (n && n < 100))
+            return bad_value(var, v, o->fix);
+        c->park_pct = (uint32_t)n;
+        return 0;
+    case O_PARK_IDLE:
+        if (cs__parse_int(v, 0, 86400000, &n))
+            return bad_value(var, v, o->fix);
+        c->park_idle_ms = (uint32_t)n;
+        return 0;
     case O_LEDGER_TRUST:
         if (strcasecmp(v, "owner") && strcasecmp(v, "directory"))
             return bad_value(var, v, o->fix);
@@ -470,6 +486,7 @@ int cs__config_parse(struct cs_config *out, char *const *env)
     out->sm_window_lead_us = CS_SM_WINDOW_LEAD_DEFAULT_US;
     out->mps_turns_filling = true; /* an element-wise 25 + 75 pair: A:B 0.296 without */
     out->hami_log_level = -1;
+    out->park_idle_ms = CS_PARK_IDLE_DEFAULT_MS;
     int rc = check_device_names(env);
     for (int id = 0; id < O_COUNT; id++) {
         const struct opt *o = &options[id];
@@ -670,5 +687,8 @@ void cs__config_dump(const struct cs_config *c, char *buf, size_t len)
     APPEND("hostpid broker: %s\nhost procfs: %s\n", c->hostpid_broker ? "on" : "off",
            c->host_procfs[0] ? c->host_procfs : "(none)");
     APPEND("log level: %s\n", log_names[c->log_level & 3]);
+    if (c->park_pct)
+        APPEND("parking: budgets up to %u%% of the card, idle after %u ms\n", c->park_pct,
+               c->park_idle_ms);
 #undef APPEND
 }

@@ -18,6 +18,8 @@
 
 #include "cushare/ledger.h"
 
+#define CS_PARK_IDLE_DEFAULT_MS 10000u /* CUSHARE_PARK_IDLE_MS unset */
+
 struct cs_config {
     uint64_t mem_limit_all;                 /* CUDA_DEVICE_MEMORY_LIMIT */
     uint64_t mem_limit[CS_MAX_DEVICES];     /* CUDA_DEVICE_MEMORY_LIMIT_<i> */
@@ -58,6 +60,10 @@ struct cs_config {
                                                shared across tenants ("" = CS_NODE_DIR) */
     bool ledger_trust_dir;                  /* CUSHARE_LEDGER_TRUST=directory: the ledger's
                                                directory is private to the tenant */
+    uint32_t park_pct;                      /* CUSHARE_PARK: budgets may sum to this % of
+                                               the card; 0 = parking off (docs/parking.md) */
+    uint32_t park_idle_ms;                  /* CUSHARE_PARK_IDLE_MS: idle after this long
+                                               without GPU calls */
     bool from_slice_file;                   /* CS_SLICE_FILE existed: the slice's values came
                                                from it, not from the environment */
 };

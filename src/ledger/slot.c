@@ -296,6 +296,8 @@ static void init_slot(struct cs_ledger *l, int idx)
     STORE_RLX(&s->lock_waits, 0u);
     STORE_RLX(&s->run_request, (uint32_t)CS_RUN);
     STORE_RLX(&s->run_state, 0u);
+    STORE_RLX(&s->in_call, 0u);
+    STORE_RLX(&s->last_call_ns, 0);
     STORE_RLX(&s->start_ns, (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec);
     STORE_RLX(&s->pidns_ino, pidns_inode());
     STORE_RLX(&s->throttled_ns, 0);
@@ -313,6 +315,12 @@ static void init_slot(struct cs_ledger *l, int idx)
      * scan (heal.c). */
     __atomic_store_n(&s->state, CS_SLOT_LIVE, __ATOMIC_SEQ_CST);
     __atomic_fetch_add(&l->hdr->live, 1, __ATOMIC_SEQ_CST);
+    /* A process joining a tenant that is being parked (or is parked) waits
+     * for the wake at its first call like the others: the parker stores
+     * the state before it scans the slots, we store LIVE before we read
+     * the state, so one of the two sees the other (docs/parking.md). */
+    if (__atomic_load_n(&l->hdr->park.state, __ATOMIC_SEQ_CST) != CS_PARK_RUNNING)
+        __atomic_store_n(&s->run_request, (uint32_t)CS_PARKED, __ATOMIC_SEQ_CST);
 }
 
 int cs__ledger_claim(struct cs_ledger *l)

@@ -228,6 +228,8 @@ void cs__suspend_install_signals(void);
 
 /* Fork child: nobody is parked, and park_mu is free (suspend.c). */
 void cs__suspend_atfork_child(void);
+/* Fork child: the waker's mutex is free (wake.c). */
+void cs__wake_atfork_child(void);
 
 /* The legacy identity tier (probe.c): the PID NVML reports for us on
  * device `dev` (NVML handle `nd`), found by a serialised before/after

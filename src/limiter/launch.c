@@ -145,6 +145,7 @@ CUresult CUDAAPI cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS *list, 
 #define MS_WRAP_KERNEL(sym, params, args)
 #define MS_WRAP_GRAPHRUN(sym, params, args)
 #define MS_WRAP_INSTANTIATE(sym, params, args)
+#define MS_WRAP_GATE(sym, params, args)
 #define CS_CU(base, sym, since, variant, family, params, args) MS_WRAP_##family(sym, params, args)
 #define CS_NVML(sym, family, params, args)
 #include "hook/hooks.def"

@@ -116,6 +116,7 @@ void cs__lim_atfork_child(void)
     cs__watch_atfork_child();
     cs__capture_atfork_child();
     cs__suspend_atfork_child();
+    cs__wake_atfork_child();
     cs__mutex_reset(&arm_mu);
     memset(&cs__lim_stats, 0, sizeof cs__lim_stats);
     cs__lim_stats.version = 3;

@@ -3,11 +3,12 @@
  *
  * Protocol: `cushare suspend LEDGER` stores CS_SUSPEND in run_request of
  * every live slot; `cushare resume` stores CS_RUN there and FUTEX_WAKEs
- * the word. Every intercepted call passes cs__checkpoint() (CS_ENTER):
- * with nothing requested that is one relaxed load. A thread that finds
+ * the word. Every intercepted call passes the gate (CS_ENTER, wake.c):
+ * with nothing requested the request word is read once. A thread that finds
  * CS_SUSPEND parks in FUTEX_WAIT on that very word (a non-private futex on
  * the MAP_SHARED ledger, so a waker in another process reaches it), with a
- * 1 s timeout as a safety net against a waker that never wakes. While any
+ * 1 s timeout as a safety net against a waker that never wakes. The gate
+ * itself, shared with parking, is cs__gate_enter (wake.c). While any
  * thread of the process is parked, the slot's run_state is 1, which is
  * how `cushare suspend` counts "N processes parked". Work already queued
  * on the GPU finishes; nothing new is submitted.
@@ -60,7 +61,7 @@ static long futex(uint32_t *word, int op, uint32_t val, const struct timespec *t
     return syscall(SYS_futex, word, op, val, ts, NULL, 0);
 }
 
-static void park(struct cs_ledger_slot *s)
+void cs__suspend_hold(struct cs_ledger_slot *s)
 {
     pthread_mutex_lock(&park_mu);
     if (parked++ == 0)
@@ -76,17 +77,6 @@ static void park(struct cs_ledger_slot *s)
     if (--parked == 0)
         __atomic_store_n(&s->run_state, 0u, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&park_mu);
-}
-
-void cs__checkpoint(void)
-{
-    struct cs_ledger_slot *s = cs__lim_my_slot();
-    if (__builtin_expect(!s, 0))
-        return;
-    /* Any value but CS_SUSPEND (a newer writer's) means run. */
-    if (__builtin_expect(__atomic_load_n(&s->run_request, __ATOMIC_RELAXED) != CS_SUSPEND, 1))
-        return;
-    park(s);
 }
 
 /* ---- HAMi signals (opt-in) --------------------------------------------- */

@@ -12,7 +12,7 @@
 # --- help ------------------------------------------------------------------
 "$CLI" help >"$T/help" || fail "cushare help: exit $?"
 grep -q '^  help CMD' "$T/help" || fail "cushare help does not name help CMD: $(cat "$T/help")"
-for cmd in run broker status top exporter bench cdi suspend resume mps; do
+for cmd in run broker status top exporter bench cdi suspend resume park wake mps; do
   grep -q "^  $cmd " "$T/help" || fail "cushare help does not list $cmd"
   "$CLI" $cmd --help >"$T/$cmd.help" 2>"$T/$cmd.err" || fail "$cmd --help: exit $?"
   [ -s "$T/$cmd.err" ] && fail "$cmd --help wrote to stderr: $(cat "$T/$cmd.err")"
@@ -71,6 +71,7 @@ expect_usage "mps: no action; give start, stop or status" mps
 expect_usage "mps: --gpu needs a value" mps status --gpu
 expect_usage "suspend: unknown option '--timeuot'; did you mean '--timeout'?" suspend --timeuot 3 /x
 expect_usage "exporter: unknown option '--lisen'; did you mean '--listen'?" exporter --lisen 127.0.0.1:1
+expect_usage "park: unknown option '--timout'; did you mean '--timeout'?" park --timout 100 /x
 expect_usage "broker: unknown option '--sokcet'; did you mean '--socket'?" broker --sokcet /x
 expect_usage "cdi: unknown option '--nmae'; did you mean '--name'?" cdi --nmae a
 expect_usage "bench: unknown benchmark 'nope'" bench nope

@@ -386,6 +386,15 @@ void fc_reap_dead(void)
     fakecuda_unlock(&fc_S->lock);
 }
 
+struct fakecuda_proc *fc_proc_peek(void)
+{
+    int slot = __atomic_load_n(&g_slot, __ATOMIC_ACQUIRE);
+    if (!fc_S || slot < 0 || __atomic_load_n(&g_slot_pid, __ATOMIC_ACQUIRE) != getpid() ||
+        __atomic_load_n(&fc_S->proc[slot].pid, __ATOMIC_ACQUIRE) != getpid())
+        return NULL;
+    return &fc_S->proc[slot];
+}
+
 struct fakecuda_proc *fc_proc_self(void)
 {
     int pid = getpid();

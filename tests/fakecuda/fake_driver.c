@@ -138,6 +138,7 @@ CUresult fc_enter(enum fakecuda_call c, int need_init)
     int fail = fc_count(c);
     if (fail)
         return (CUresult)fail;
+    fc_ckpt_gate(c);
     if (need_init) {
         if (__atomic_load_n(&fc_deinit, __ATOMIC_ACQUIRE))
             return CUDA_ERROR_DEINITIALIZED;
@@ -775,7 +776,7 @@ FC_EXPORT CUresult CUDAAPI cuCtxSynchronize(void)
     fc_unlock();
     if (r != CUDA_SUCCESS)
         return r;
-    fc_sleep_until(until);
+    fc_ckpt_sleep_until(until);
     fc_lock();
     if (fc_obj_get(c, FC_T_CTX))
         fc_pools_sync_trim(c->o.phys);

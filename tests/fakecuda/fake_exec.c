@@ -529,7 +529,7 @@ static CUresult stream_sync(CUstream h, int ptsz)
     fc_unlock();
     if (r != CUDA_SUCCESS)
         return r;
-    fc_sleep_until(until);
+    fc_ckpt_sleep_until(until);
     fc_lock();
     fc_pools_sync_trim(phys);
     fc_unlock();
@@ -744,7 +744,7 @@ FC_EXPORT CUresult CUDAAPI cuEventSynchronize(CUevent hEvent)
     fc_unlock();
     if (r != CUDA_SUCCESS)
         return r;
-    fc_sleep_until(until);
+    fc_ckpt_sleep_until(until);
     fc_lock();
     fc_pools_sync_trim(phys);
     fc_unlock();

@@ -73,6 +73,8 @@ int fc_charge(int dev, uint64_t bytes, enum fakecuda_kind kind);
 void fc_uncharge(int dev, uint64_t bytes, enum fakecuda_kind kind);
 void fc_import_add(int dev, int64_t bytes);
 struct fakecuda_proc *fc_proc_self(void);
+/* This process's entry if it has claimed one (never claims), or NULL. */
+struct fakecuda_proc *fc_proc_peek(void);
 /* Marks (on=1) or clears the context bit of this process on a device; the
  * entry is dropped when no context bit remains. */
 void fc_proc_ctx(int dev, int on);
@@ -232,6 +234,14 @@ CUresult fc_enter(enum fakecuda_call c, int need_init);
 
 void fc_lock(void);
 void fc_unlock(void);
+
+/* Checkpoint model (fake_checkpoint.c). fc_ckpt_gate blocks the calling
+ * thread while its process is locked or checkpointed (every export but
+ * the few the driver answers meanwhile); fc_ckpt_sleep_until is
+ * fc_sleep_until for a call that waits on the GPU inside the driver,
+ * which a lock waits for. */
+void fc_ckpt_gate(enum fakecuda_call c);
+void fc_ckpt_sleep_until(uint64_t ns);
 
 void fc_obj_add(struct fc_obj *o, int type, int phys, struct fc_ctx *ctx, void *owner);
 void fc_obj_del(struct fc_obj *o);

@@ -462,27 +462,93 @@ FC_EXPORT CUresult CUDAAPI cuMemcpyDtoD_v2(CUdeviceptr dstDevice, CUdeviceptr sr
     return copy_op(dstDevice, srcDevice, ByteCount, NULL, 0, &captured);
 }
 
+static CUresult htod_async(CUdeviceptr dst, const void *src, size_t n, CUstream h, int ptsz)
+{
+    if (!src && n)
+        return CUDA_ERROR_INVALID_VALUE;
+    int captured;
+    return copy_op(dst, 0, n, h, ptsz, &captured);
+}
+
+static CUresult dtoh_async(void *dst, CUdeviceptr src, size_t n, CUstream h, int ptsz)
+{
+    if (!dst && n)
+        return CUDA_ERROR_INVALID_VALUE;
+    int captured;
+    CUresult r = copy_op(src, 0, n, h, ptsz, &captured);
+    if (r == CUDA_SUCCESS && n && !captured)
+        memset(dst, 0, n);
+    return r;
+}
+
 FC_EXPORT CUresult CUDAAPI cuMemcpyHtoDAsync_v2(CUdeviceptr dstDevice, const void *srcHost,
                                                 size_t ByteCount, CUstream hStream)
 {
     FC_BEGIN(cuMemcpyHtoDAsync_v2);
-    if (!srcHost && ByteCount)
-        return CUDA_ERROR_INVALID_VALUE;
-    int captured;
-    return copy_op(dstDevice, 0, ByteCount, hStream, 0, &captured);
+    return htod_async(dstDevice, srcHost, ByteCount, hStream, 0);
 }
 
 FC_EXPORT CUresult CUDAAPI cuMemcpyDtoHAsync_v2(void *dstHost, CUdeviceptr srcDevice,
                                                 size_t ByteCount, CUstream hStream)
 {
     FC_BEGIN(cuMemcpyDtoHAsync_v2);
-    if (!dstHost && ByteCount)
+    return dtoh_async(dstHost, srcDevice, ByteCount, hStream, 0);
+}
+
+FC_EXPORT CUresult CUDAAPI cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dstDevice, const void *srcHost,
+                                                     size_t ByteCount, CUstream hStream)
+{
+    FC_BEGIN(cuMemcpyHtoDAsync_v2_ptsz);
+    return htod_async(dstDevice, srcHost, ByteCount, hStream, 1);
+}
+
+FC_EXPORT CUresult CUDAAPI cuMemcpyDtoHAsync_v2_ptsz(void *dstHost, CUdeviceptr srcDevice,
+                                                     size_t ByteCount, CUstream hStream)
+{
+    FC_BEGIN(cuMemcpyDtoHAsync_v2_ptsz);
+    return dtoh_async(dstHost, srcDevice, ByteCount, hStream, 1);
+}
+
+/* Unified addressing: the direction follows from which side is device
+ * memory of ours; host to host is a plain copy. */
+static CUresult copy_unified(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream h, int ptsz)
+{
+    if (!dst || !src)
         return CUDA_ERROR_INVALID_VALUE;
-    int captured;
-    CUresult r = copy_op(srcDevice, 0, ByteCount, hStream, 0, &captured);
-    if (r == CUDA_SUCCESS && ByteCount && !captured)
-        memset(dstHost, 0, ByteCount);
+    fc_lock();
+    int dd = fc_dptr_valid(dst, n), sd = fc_dptr_valid(src, n);
+    fc_unlock();
+    int captured = 0;
+    CUresult r = CUDA_SUCCESS;
+    if (dd || sd)
+        r = copy_op(dd ? dst : src, dd && sd ? src : 0, n, h, ptsz, &captured);
+    if (r == CUDA_SUCCESS && !captured && n && !dd) {
+        if (sd)
+            memset((void *)(uintptr_t)dst, 0, n); /* no backing store: reads zeros */
+        else
+            memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
+    }
     return r;
+}
+
+FC_EXPORT CUresult CUDAAPI cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount)
+{
+    FC_BEGIN(cuMemcpy);
+    return copy_unified(dst, src, ByteCount, NULL, 0);
+}
+
+FC_EXPORT CUresult CUDAAPI cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount,
+                                         CUstream hStream)
+{
+    FC_BEGIN(cuMemcpyAsync);
+    return copy_unified(dst, src, ByteCount, hStream, 0);
+}
+
+FC_EXPORT CUresult CUDAAPI cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount,
+                                              CUstream hStream)
+{
+    FC_BEGIN(cuMemcpyAsync_ptsz);
+    return copy_unified(dst, src, ByteCount, hStream, 1);
 }
 
 /* ---- memsets ---------------------------------------------------------------

@@ -265,6 +265,10 @@ static unsigned list_procs(int d, bool mps_only, const struct fakecuda_proc **ou
         int pid = __atomic_load_n(&p->pid, __ATOMIC_ACQUIRE);
         if (!pid || !(__atomic_load_n(&p->ctx_mask, __ATOMIC_ACQUIRE) & (1u << d)) || !fc_pid_alive(pid))
             continue;
+        /* A checkpointed process holds nothing on the GPU: the driver no
+         * longer lists it. */
+        if (__atomic_load_n(&p->ckpt_state, __ATOMIC_ACQUIRE) == CU_PROCESS_STATE_CHECKPOINTED)
+            continue;
         if (mps_only && !(__atomic_load_n(&p->mps_mask, __ATOMIC_ACQUIRE) & (1u << d)))
             continue;
         if (n < max)

@@ -37,7 +37,7 @@
 #include <unistd.h>
 
 #define FAKECUDA_STATE_MAGIC 0x3154534144554346ULL /* "FCUDAST1" */
-#define FAKECUDA_STATE_VERSION 5u
+#define FAKECUDA_STATE_VERSION 6u
 #define FAKECUDA_MAX_DEVICES 16
 #define FAKECUDA_MAX_PROCS 128
 #define FAKECUDA_MAX_HOOKS 256
@@ -153,6 +153,13 @@ struct fakecuda_proc {
     uint32_t mps_cap_ppm;   /* its active thread percentage, in ppm of the SMs */
     int32_t mps_server_pid; /* the daemon it connected to, which stands for the
                              * MPS server in NVML's compute list; 0 = none */
+    /* Checkpoint model (fake_checkpoint.c). ckpt_state is a CUprocessState
+     * and the futex word the process's blocked calls wait on. */
+    uint32_t ckpt_state;
+    uint32_t in_driver;     /* its threads inside a blocking driver call */
+    uint64_t checkpointed[FAKECUDA_MAX_DEVICES][FAKECUDA_KIND_COUNT]; /* bytes moved
+                             * to host memory by cuCheckpointProcessCheckpoint */
+    uint64_t checkpoints, restores; /* cumulative */
 };
 
 /* A VMM allocation exported as a POSIX fd, or a legacy IPC handle. */

@@ -77,6 +77,16 @@ static void check_layout(void)
     OFF(cs_ledger_header, reaped, 2056);
     OFF(cs_ledger_header, live, 2064);
     OFF(cs_ledger_header, reserved3, 2072);
+    OFF(cs_ledger_header, park, 2112);
+    OFF(cs_ledger_header, park.state, 2112);
+    OFF(cs_ledger_header, park.seq, 2116);
+    OFF(cs_ledger_header, park.host_bytes, 2120);
+    OFF(cs_ledger_header, park.parks, 2128);
+    OFF(cs_ledger_header, park.wakes, 2136);
+    OFF(cs_ledger_header, park.since_ns, 2176);
+    OFF(cs_ledger_header, park.performer_pid, 2184);
+    OFF(cs_ledger_header, park.refusals, 2192);
+    OFF(cs_ledger_header, reserved4, 2240);
 
     OFF(cs_ledger_slot, state, 0);
     OFF(cs_ledger_slot, pid, 4);
@@ -98,7 +108,9 @@ static void check_layout(void)
     OFF(cs_ledger_slot, pending, 1856);
     SZ(cs_ledger_slot, pending, 16 * 8);
     OFF(cs_ledger_slot, op_seq, 1984);
-    OFF(cs_ledger_slot, reserved1, 1992);
+    OFF(cs_ledger_slot, in_call, 1992);
+    OFF(cs_ledger_slot, last_call_ns, 2000);
+    OFF(cs_ledger_slot, reserved1, 2008);
 
     /* Values other languages hard-code. */
     CHECK_EQ(CS_SLOT_FREE, 0);
