@@ -14,6 +14,8 @@ endfunction()
 
 cs_limiter_test(limiter_law test_law.c ${CMAKE_SOURCE_DIR}/src/limiter/law.c
   LABELS sanitize)
+cs_limiter_test(limiter_fair test_fair.c ${CMAKE_SOURCE_DIR}/src/limiter/fair.c
+  LABELS sanitize)
 cs_limiter_test(limiter_board test_board.c ${CMAKE_SOURCE_DIR}/src/limiter/board.c
   $<TARGET_OBJECTS:cs_common> LABELS sanitize)
 cs_limiter_test(limiter_board_files test_board_files.c ${CMAKE_SOURCE_DIR}/src/limiter/board.c
@@ -32,6 +34,9 @@ foreach(case disable default perdev)
 endforeach()
 foreach(case recovery priority timeslice fulfil windows boost joined samples)
   cs_limiter_test(limiter_contend_${case} test_contend.c ARGS ${case})
+endforeach()
+foreach(case launchbound floor saturating)
+  cs_limiter_test(limiter_conserve_${case} test_conserve.c ARGS ${case})
 endforeach()
 cs_limiter_test(limiter_tenant test_tenant.c)
 # Concurrent devices (MPS): the fake MPS control daemon serves the clients.

@@ -18,7 +18,19 @@ def add_timing_args(p):
 
 
 def wait_for_start(start_mono_ns):
-    """Sleeps until CLOCK_MONOTONIC reaches start_mono_ns (0: no wait)."""
+    """Sleeps until CLOCK_MONOTONIC reaches start_mono_ns (0: no wait).
+    With BENCH_READY_DIR in the environment (bench/limiter/fair.py) it
+    first says it is ready there (a file <pid>.ready) and waits for the
+    file `start`, which holds the start time instead: tenants whose set-up
+    takes long start together without a guessed delay."""
+    ready = os.environ.get("BENCH_READY_DIR")
+    if ready:
+        open(os.path.join(ready, f"{os.getpid()}.ready"), "w").close()
+        start = os.path.join(ready, "start")
+        while not os.path.exists(start):
+            time.sleep(0.01)
+        with open(start) as f:
+            start_mono_ns = int(f.read().strip() or 0)
     if start_mono_ns:
         delay = start_mono_ns / 1e9 - time.clock_gettime(time.CLOCK_MONOTONIC)
         if delay > 0:

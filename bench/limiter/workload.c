@@ -14,21 +14,35 @@
  *   limiter_workload launchcost [--batch B] ...
  *       one-block kernels back to back, synchronised every B (default
  *       1000): the rate is the cost of a launch
+ *   limiter_workload decode [--n ELEMS] [--batch B] [--gap-us G] ...
+ *       a stand-in for an LLM decode loop: a call is B (default 32) small
+ *       element-wise kernels (default 256K elements) with G us (default
+ *       60) of CPU time between them, slept rather than spun so tenants
+ *       do not fight over a small runner's CPUs, then a synchronise: the
+ *       GPU idles between its kernels (launch-bound)
+ *   limiter_workload hog [--n ELEMS] [--batch B] ...
+ *       large element-wise kernels (default 64M elements) back to back,
+ *       synchronised every B (default 8): GPU-bound
  *   common: --secs S (measured, default 5)  --warmup W (default 1)
  *           --start-mono NS  wait until CLOCK_MONOTONIC reaches NS first
  *           (tenants started together measure the same wall-clock window)
  *
  * Prints one line: RESULT workload=NAME rate=KERNELS_PER_S kernels=N secs=T
+ * calls=C p50_ms=P p99_ms=Q, where a call is one batch up to its
+ * synchronise and P, Q are percentiles of its latency (decode: the
+ * per-call latency a serving tenant sees).
  */
 #define _GNU_SOURCE
 #define __CUDA_API_VERSION_INTERNAL 1
 #include <cuda.h>
 #include <dlfcn.h>
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "kernels_ptx.h"
 
@@ -72,6 +86,52 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+static void sleep_us(double us)
+{
+    struct timespec ts = {.tv_sec = (time_t)(us / 1e6), .tv_nsec = (long)((us - (double)(time_t)(us / 1e6) * 1e6) * 1e3)};
+    while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {
+    }
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Percentile q (0..1) of n latencies, sorted in place. */
+static double percentile(double *v, size_t n, double q)
+{
+    if (!n)
+        return 0;
+    qsort(v, n, sizeof *v, cmp_double);
+    size_t i = (size_t)(q * (double)(n - 1) + 0.5);
+    return v[i < n ? i : n - 1];
+}
+
+/* BENCH_READY_DIR (bench/limiter/fair.py, as timing.py): says we are
+ * set up (<pid>.ready), then waits for the file `start` and returns the
+ * start time it holds; without it, `start_mono` as given. */
+static long long ready_then_start(long long start_mono)
+{
+    const char *dir = getenv("BENCH_READY_DIR");
+    if (!dir)
+        return start_mono;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%d.ready", dir, (int)getpid());
+    FILE *f = fopen(path, "w");
+    if (f)
+        fclose(f);
+    snprintf(path, sizeof path, "%s/start", dir);
+    while (!(f = fopen(path, "r")))
+        sleep_us(10000);
+    long long v = 0;
+    if (fscanf(f, "%lld", &v) != 1)
+        v = 0;
+    fclose(f);
+    return v;
+}
+
 static void spin_us(double us)
 {
     double end = now_s() + us * 1e-6;
@@ -82,14 +142,18 @@ static void spin_us(double us)
 int main(int argc, char **argv)
 {
     if (argc < 2 || (strcmp(argv[1], "elementwise") && strcmp(argv[1], "launchbound") &&
-                     strcmp(argv[1], "launchcost"))) {
-        fprintf(stderr, "usage: limiter_workload elementwise|launchbound|launchcost [--secs S] "
-                        "[--warmup W] [--n ELEMS] [--batch B] [--gap-us G] [--start-mono NS]\n");
+                     strcmp(argv[1], "launchcost") && strcmp(argv[1], "decode") &&
+                     strcmp(argv[1], "hog"))) {
+        fprintf(stderr, "usage: limiter_workload elementwise|launchbound|launchcost|decode|hog "
+                        "[--secs S] [--warmup W] [--n ELEMS] [--batch B] [--gap-us G] "
+                        "[--start-mono NS]\n");
         return 2;
     }
-    const int ew = !strcmp(argv[1], "elementwise");
-    double secs = 5, warmup = 1, gap_us = !strcmp(argv[1], "launchbound") ? 100 : 0;
-    unsigned n = 16u << 20, batch = ew ? 64 : gap_us > 0 ? 32 : 1000;
+    const int decode = !strcmp(argv[1], "decode"), hog = !strcmp(argv[1], "hog");
+    const int ew = !strcmp(argv[1], "elementwise") || decode || hog;
+    double secs = 5, warmup = 1, gap_us = !strcmp(argv[1], "launchbound") ? 100 : decode ? 60 : 0;
+    unsigned n = decode ? 256u << 10 : hog ? 64u << 20 : 16u << 20;
+    unsigned batch = decode ? 32 : hog ? 8 : ew ? 64 : gap_us > 0 ? 32 : 1000;
     long long start_mono = 0;
     for (int i = 2; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--secs"))
@@ -145,6 +209,7 @@ int main(int argc, char **argv)
     void *tiny_args[] = {&y};
     unsigned grid = ew ? (n + 255) / 256 : 1, block = ew ? 256 : 32;
 
+    start_mono = ready_then_start(start_mono);
     if (start_mono) {
         struct timespec ts = {.tv_sec = (time_t)(start_mono / 1000000000ll),
                               .tv_nsec = (long)(start_mono % 1000000000ll)};
@@ -152,15 +217,30 @@ int main(int argc, char **argv)
     }
     double t0 = now_s(), t_meas = 0;
     unsigned long long counted = 0;
+    size_t ncalls = 0, cap = 0;
+    double *lat = NULL;
     for (int measuring = 0;;) {
+        double call0 = now_s();
         for (unsigned i = 0; i < batch; i++) {
             CK(cu.LaunchKernel(f, grid, 1, 1, block, 1, 1, 0, NULL, ew ? ew_args : tiny_args,
                                NULL));
-            if (gap_us > 0)
+            if (gap_us > 0 && decode)
+                sleep_us(gap_us);
+            else if (gap_us > 0)
                 spin_us(gap_us);
         }
         CK(cu.CtxSynchronize());
         double t = now_s();
+        if (measuring) {
+            if (ncalls == cap) {
+                cap = cap ? cap * 2 : 1024;
+                double *p = realloc(lat, cap * sizeof *p);
+                if (!p)
+                    exit(1);
+                lat = p;
+            }
+            lat[ncalls++] = (t - call0) * 1e3;
+        }
         if (!measuring && t - t0 >= warmup) {
             measuring = 1;
             t_meas = t;
@@ -169,8 +249,11 @@ int main(int argc, char **argv)
         if (measuring) {
             counted += batch;
             if (t - t_meas >= secs) {
-                printf("RESULT workload=%s rate=%.1f kernels=%llu secs=%.3f\n", argv[1],
-                       (double)counted / (t - t_meas), counted, t - t_meas);
+                double p50 = percentile(lat, ncalls, 0.5), p99 = percentile(lat, ncalls, 0.99);
+                printf("RESULT workload=%s rate=%.1f kernels=%llu secs=%.3f calls=%zu "
+                       "p50_ms=%.3f p99_ms=%.3f\n", argv[1], (double)counted / (t - t_meas),
+                       counted, t - t_meas, ncalls, p50, p99);
+                free(lat);
                 return 0;
             }
         }

@@ -192,7 +192,8 @@ struct cs_ledger_header {
         uint64_t used;          /* atomic: bytes charged on this device      */
         uint64_t peak;          /* atomic: highest value used ever had       */
         int64_t pace_vt_ns;     /* atomic: the tenant's compute clock (docs/limiter.md) */
-        uint64_t reserved[5];
+        uint64_t share_state;   /* atomic: the share decision, CS_SHARE_STATE_* */
+        uint64_t reserved[4];
     } dev[CS_MAX_DEVICES];      /* 1024 .. 2048                              */
     uint64_t claim_hint;        /* 2048 atomic: rotates first slot probed    */
     uint64_t reaped;            /* 2056 atomic: dead slots reaped            */
@@ -232,6 +233,22 @@ struct cs_ledger_slot {
                                          *      call while parking is on     */
     uint8_t reserved1[2048 - 2008];
 };
+
+/* dev[d].share_state: the compute share decision last made by a watcher
+ * of the tenant (docs/limiter.md, "What top shows"), for viewers: bits
+ * 0..15 what the tenant would use unthrottled, 16..31 what it is entitled
+ * to (its floor plus what others leave), both parts per 10000; 32..39 why
+ * it is held (0 free, 1 contended, 2 capped, 3 priority); 63 set once
+ * written. Display only: nothing enforces by it. */
+#define CS_SHARE_STATE_SET (1ull << 63)
+static inline uint64_t cs_share_state_pack(uint32_t demand_pm, uint32_t entitled_pm, uint32_t why)
+{
+    return CS_SHARE_STATE_SET | (uint64_t)(demand_pm & 0xffff) |
+           (uint64_t)(entitled_pm & 0xffff) << 16 | (uint64_t)(why & 0xff) << 32;
+}
+static inline uint32_t cs_share_state_demand_pm(uint64_t s) { return (uint32_t)(s & 0xffff); }
+static inline uint32_t cs_share_state_entitled_pm(uint64_t s) { return (uint32_t)(s >> 16 & 0xffff); }
+static inline uint32_t cs_share_state_why(uint64_t s) { return (uint32_t)(s >> 32 & 0xff); }
 
 enum cs_share_state {
     CS_SHARE_FREE = 0,

@@ -330,6 +330,7 @@ static void copy_header(struct cs_node_tenant *t, const struct cs_ledger_header 
         v->peak = h->dev[d].peak;
         v->physical_total = h->physical_total[d];
         v->sm_limit = h->sm_limit[d];
+        v->share_state = h->dev[d].share_state;
     }
 }
 

@@ -93,6 +93,39 @@ static void flags_text(const struct cs_node_tenant *t, int d, char *out, size_t 
     }
 }
 
+/* The compute share decision a watcher of the tenant published: what
+ * it would use unthrottled, its floor (the limit), what it is entitled to
+ * now (floor plus what others leave), what it gets, and why it is held. */
+struct compute_view {
+    bool known;
+    double demand, floor, entitled, gets;
+    const char *held;
+};
+
+static struct compute_view compute_of(const struct cs_node_tenant *t, int d)
+{
+    uint64_t s = t->devinfo[d].share_state;
+    struct compute_view c = {.known = t->devinfo[d].sm_limit && (s & CS_SHARE_STATE_SET)};
+    if (!c.known)
+        return c;
+    c.demand = cs_share_state_demand_pm(s) / 1e4;
+    c.entitled = cs_share_state_entitled_pm(s) / 1e4;
+    c.floor = t->devinfo[d].sm_limit / 100.0;
+    c.gets = t->dev[d].share;
+    c.held = cs_status_held_name(s);
+    return c;
+}
+
+static void compute_line(FILE *out, const struct cs_node_tenant *t, int d)
+{
+    struct compute_view c = compute_of(t, d);
+    if (!c.known || t->gone)
+        return;
+    fprintf(out, "      compute: demand %.0f%%  floor %.0f%%  entitled %.0f%%  gets %.0f%%  "
+                 "held: %s\n", c.demand * 100, c.floor * 100, c.entitled * 100, c.gets * 100,
+            c.held);
+}
+
 static void categories(FILE *out, const struct cs_node_tenant *t, int d)
 {
     fprintf(out, "      ");
@@ -268,6 +301,7 @@ void cs_node_print_top(FILE *out, const struct cs_node_model *m, const struct cs
                     any = true;
                 }
                 tenant_row(out, t, d, o->selected == r, hist_w, name_w);
+                compute_line(out, t, d);
                 categories(out, t, d);
                 if (o->expanded && o->expanded[idx[r]])
                     processes(out, t, d);
@@ -312,6 +346,12 @@ static void json_tenant_dev(FILE *out, const struct cs_node_tenant *t, int d, bo
     else
         fputs("null", out);
     fprintf(out, ",\"share_source\":\"%s\"", v->share_nvml ? "nvml" : "limiter");
+    struct compute_view c = compute_of(t, d);
+    if (c.known)
+        fprintf(out, ",\"demand\":%.4f,\"floor\":%.4f,\"entitled\":%.4f,\"held\":\"%s\"",
+                c.demand, c.floor, c.entitled, c.held);
+    else
+        fputs(",\"demand\":null,\"floor\":null,\"entitled\":null,\"held\":null", out);
     fprintf(out, ",\"gpu_ns\":%" PRIu64 ",\"starved\":%s,\"history\":[", t->cum_gpu_ns[d],
             v->starved ? "true" : "false");
     double h[CS_NODE_HIST];

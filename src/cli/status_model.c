@@ -120,6 +120,7 @@ void cs_status_snapshot(const struct cs_ledger *l, struct cs_status *st)
         v->peak = LD(&h->dev[d].peak);
         v->physical_total = LD(&h->physical_total[d]);
         v->sm_limit = LD(&h->sm_limit[d]);
+        v->share_state = LD(&h->dev[d].share_state);
         for (int j = 0; j < CS_LEDGER_SHARES; j++) {
             const struct cs_ledger_share *sh = cs__ledger_share(l, j);
             if (LD(&sh->dev) == (uint32_t)d)
@@ -308,6 +309,27 @@ void cs_status_json_string(FILE *out, const char *s)
     cs_text_json(out, s);
 }
 
+/* The compute share decision (ledger.h, share_state): demand and
+ * entitlement as fractions of the device, why the tenant is held. */
+const char *cs_status_held_name(uint64_t share_state)
+{
+    static const char *why[] = {"no", "contended", "capped", "priority"};
+    uint32_t w = cs_share_state_why(share_state);
+    return w < sizeof why / sizeof why[0] ? why[w] : "unknown";
+}
+
+static void json_share_state(FILE *out, const struct cs_status_device *d)
+{
+    uint64_t s = d->share_state;
+    if (!d->sm_limit || !(s & CS_SHARE_STATE_SET)) {
+        fputs(",\"demand\":null,\"entitled\":null,\"held\":null", out);
+        return;
+    }
+    fprintf(out, ",\"demand\":%.4f,\"entitled\":%.4f,\"held\":\"%s\"",
+            cs_share_state_demand_pm(s) / 1e4, cs_share_state_entitled_pm(s) / 1e4,
+            cs_status_held_name(s));
+}
+
 void cs_status_print_json(FILE *out, const struct cs_status *st)
 {
     fprintf(out, "{\"ledger\":");
@@ -337,6 +359,7 @@ void cs_status_print_json(FILE *out, const struct cs_status *st)
             fprintf(out, "%" PRId32, d->mps_pid);
         else
             fprintf(out, "null");
+        json_share_state(out, d);
         fprintf(out, ",\"shared\":%" PRIu64 "}", d->shared);
     }
     fprintf(out, "],\"park\":");

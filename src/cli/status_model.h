@@ -25,6 +25,8 @@ struct cs_status_device {
     uint64_t shared;            /* part of used held by shares (memory several
                                  * processes hold), in no process's bytes */
     uint32_t sm_limit;          /* percent, 0 = none */
+    uint64_t share_state;       /* the compute share decision (ledger.h,
+                                   cs_share_state_pack), 0 = none yet */
     int32_t mps_pid;            /* cushare's MPS daemon of this GPU, when it runs
                                  * (cs_mps_annotate; derived, not in the ledger) */
 };
@@ -83,6 +85,10 @@ int cs_status_open(const char *cmd, const char *arg, bool settle, struct cs_ledg
 /* Reaps dead slots and heals the aggregates of a ledger opened read-write
  * (cs__ledger_reap); nothing for a read-only one. */
 void cs_status_settle(struct cs_ledger *l);
+
+/* Why a tenant is held, from a device's share_state: "no", "contended",
+ * "capped", "priority" (docs/limiter.md, "What top shows"). */
+const char *cs_status_held_name(uint64_t share_state);
 
 /* Fills *st (large: allocate it) from the mapped ledger. */
 void cs_status_snapshot(const struct cs_ledger *l, struct cs_status *st);

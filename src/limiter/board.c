@@ -410,7 +410,8 @@ static void fill_entry(struct cs_board_entry *e, const struct cs_board_post *p, 
     e->policy = p->policy;
     e->sm_limit = p->sm_limit;
     e->share_ppm = p->share_ppm;
-    e->flags = (p->starved ? CS_BOARD_F_STARVED : 0u) | (p->paced ? CS_BOARD_F_PACED : 0u);
+    e->flags = (p->starved ? CS_BOARD_F_STARVED : 0u) | (p->paced ? CS_BOARD_F_PACED : 0u) |
+               (p->held ? CS_BOARD_F_HELD : 0u) | (p->filling ? CS_BOARD_F_FILLING : 0u);
     e->check = entry_check(e);
 }
 
@@ -616,6 +617,12 @@ void cs__board_view(struct cs_board *b, uint64_t self, const uint8_t uuid[16],
         if ((b->snap[i].uid == b->uid && e->tenant == self) || memcmp(e->uuid, uuid, 16))
             continue;
         busy += e->share_ppm;
+        if (out->npeers < CS_BOARD_VIEW_PEERS)
+            out->peers[out->npeers++] = (struct cs_board_peer){
+                .sm_limit = e->sm_limit <= 99 ? e->sm_limit : 0,
+                .share_ppm = e->share_ppm > 1000000 ? 1000000 : e->share_ppm,
+                .priority = e->priority, .held = (e->flags & CS_BOARD_F_HELD) != 0,
+                .filling = (e->flags & CS_BOARD_F_FILLING) != 0};
         if ((e->flags & CS_BOARD_F_PACED) && e->sm_limit >= 1 && e->sm_limit <= 99) {
             if (out->nmembers < CS_BOARD_WINDOW_MEMBERS)
                 out->members[out->nmembers] = (struct cs_board_member){

@@ -87,9 +87,19 @@ struct cs_board_entry {
  * "Fulfilment"). */
 #define CS_BOARD_F_STARVED 1u
 
-/* The tenant paces on this device (its limit applies now) and takes part
+/* The tenant is held on this device and fills the GPU, so it takes part
  * in the device's coordinated windows (docs/limiter.md, "Windows"). */
 #define CS_BOARD_F_PACED 2u
+
+/* The tenant's pacing held it over the last second: it would use more
+ * than it gets. A busy tenant without it has work it cannot wait with:
+ * others above their floor keep their queues short (fair.h). */
+#define CS_BOARD_F_HELD 4u
+
+/* The tenant's own queue on the GPU did not run dry while it was not held
+ * (watch.c): it fills the GPU. One that does not (a decode loop) is the
+ * latency-sensitive kind the short queues protect (fair.h). */
+#define CS_BOARD_F_FILLING 8u
 
 /* Pacing tenants a window schedule is made for; with more, or with limits
  * adding up to more than 100 %, nobody keeps to windows. */
@@ -105,7 +115,7 @@ struct cs_board_post {
     uint8_t uuid[16];
     int32_t priority;
     uint32_t policy, sm_limit, share_ppm;
-    bool busy, starved, paced;
+    bool busy, starved, paced, held, filling;
 };
 
 /* Another tenant in the device's window schedule. */
@@ -113,6 +123,17 @@ struct cs_board_member {
     uint64_t tenant;
     uint32_t uid;
     uint32_t sm_limit;          /* percent, 1..99 */
+};
+
+/* Another busy tenant on the device, as the share decision reads it
+ * (fair.h). */
+#define CS_BOARD_VIEW_PEERS 32
+struct cs_board_peer {
+    uint32_t sm_limit;          /* percent, 0 none */
+    uint32_t share_ppm;         /* its use over the last second */
+    int32_t priority;
+    bool held;                  /* CS_BOARD_F_HELD */
+    bool filling;               /* CS_BOARD_F_FILLING */
 };
 
 /* What a tenant learns about the others on one device. */
@@ -129,6 +150,10 @@ struct cs_board_view {
      * board order; nmembers > CS_BOARD_WINDOW_MEMBERS when there were more. */
     int nmembers;
     struct cs_board_member members[CS_BOARD_WINDOW_MEMBERS];
+    /* The other busy tenants, any priority, the first CS_BOARD_VIEW_PEERS
+     * in board order. */
+    int npeers;
+    struct cs_board_peer peers[CS_BOARD_VIEW_PEERS];
 };
 
 struct cs_board;

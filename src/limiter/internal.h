@@ -113,6 +113,12 @@ struct cs_lim_dev {
     uint64_t law_in_window_ns;   /* atomic: window time the law's holds left
                                     idle (our queue dry, our window open) */
     int engaged;                 /* atomic: pacing on (policy decision) */
+    int64_t ahead_ns;            /* atomic; written by the watcher: the law's
+                                    run-ahead while engaged (short beside a
+                                    higher priority, fair.h); 0 = default */
+    uint64_t dry_ns;             /* atomic; added under the device mutex: time
+                                    our queue had run dry (by estimate) when
+                                    a launch went without being held */
     uint64_t window;             /* atomic; written by the watcher: our window
                                     in the device's coordinated schedule,
                                     cs__lim_window_pack; 0 = none */

@@ -62,6 +62,14 @@ void cs__law_charge(struct cs_law *l, uint64_t gpu_ns, int64_t est_ns, int64_t n
     cs__law_pending(l, -est_ns);
 }
 
+void cs__law_forgive(struct cs_law *l, int64_t now)
+{
+    int64_t v = __atomic_load_n(l->vt, __ATOMIC_ACQUIRE);
+    while (v > now &&
+           !__atomic_compare_exchange_n(l->vt, &v, now, true, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+    }
+}
+
 void cs__law_pending(struct cs_law *l, int64_t est_ns)
 {
     l->pending += est_ns;

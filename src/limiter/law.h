@@ -71,6 +71,10 @@ void cs__law_charge(struct cs_law *l, uint64_t gpu_ns, int64_t est_ns, int64_t n
 /* Adds (launch) or drops (lost, never measured) an estimate of own work. */
 void cs__law_pending(struct cs_law *l, int64_t est_ns);
 
+/* Sets the clock back to `now` if it is ahead: what was charged before
+ * the law (re)started is not held against the tenant. */
+void cs__law_forgive(struct cs_law *l, int64_t now);
+
 /* 0: launch now. Otherwise how long to sleep (ns) before asking again. */
 int64_t cs__law_wait(const struct cs_law *l, int64_t now);
 

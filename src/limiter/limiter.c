@@ -660,11 +660,22 @@ static bool law_follow(struct cs_lim_dev *D, int dev, int64_t now)
     bool engaged = __atomic_load_n(&D->engaged, __ATOMIC_RELAXED);
     if (engaged && !D->law_running) {
         cs__law_start(&D->law, cs__lim_clock(dev), D->pct, now);
-        if (cs__config()->sm_burst_us)
-            cs__law_set_ahead(&D->law, (int64_t)cs__config()->sm_burst_us * 1000);
+        /* Work done while we were not held is not a debt: the first
+         * harvests after a (re)start measure it, and charged at the
+         * share it would hold the tenant for its whole length. */
+        cs__law_forgive(&D->law, now);
         D->law_running = 1;
     } else if (!engaged) {
         D->law_running = 0;
+    }
+    if (D->law_running) {
+        /* A short queue beside a higher priority (fair.h), else the burst. */
+        int64_t ahead = __atomic_load_n(&D->ahead_ns, __ATOMIC_RELAXED);
+        if (!ahead)
+            ahead = cs__config()->sm_burst_us ? (int64_t)cs__config()->sm_burst_us * 1000
+                                              : CS_LAW_AHEAD_NS;
+        if (ahead != D->law.ahead_ns)
+            cs__law_set_ahead(&D->law, ahead);
     }
     uint32_t want = __atomic_load_n(&D->share_pm, __ATOMIC_RELAXED);
     if (D->law_running && want && want != D->law.share_pm)
@@ -686,7 +697,10 @@ struct cs_lim_hold {
 static int64_t pace_wait(struct cs_lim_dev *D, int64_t now, struct cs_lim_hold *hold)
 {
     struct cs_window w = window_of(D);
-    cs__law_set_credit(&D->law, w.len_ns ? w.period_ns + D->law.ahead_ns : 0);
+    /* A short run-ahead (a rival waits on our queue, fair.h) comes with as
+     * little credit: what idle time earns would otherwise queue at once. */
+    int64_t guard = __atomic_load_n(&D->ahead_ns, __ATOMIC_RELAXED);
+    cs__law_set_credit(&D->law, guard ? guard : w.len_ns ? w.period_ns + D->law.ahead_ns : 0);
     int64_t wait = cs__law_wait(&D->law, now);
     int64_t queue_end = D->queue_end_ns > now ? D->queue_end_ns : now;
     *hold = (struct cs_lim_hold){.idle_from = queue_end,
@@ -739,6 +753,16 @@ static int64_t turn_wait(struct cs_lim_dev *D, struct cs_lim_ctx *cx, uintptr_t 
     return wait;
 }
 
+/* A launch that was not held found our queue run dry (by estimate) at
+ * `now`: the GPU had none of our work for that long, which the watcher
+ * uses to tell a tenant that fills the GPU from one that leaves it idle
+ * between launches (device mutex held). */
+static void note_dry(struct cs_lim_dev *D, bool held, int64_t now)
+{
+    if (!held && D->queue_end_ns && now > D->queue_end_ns)
+        __atomic_fetch_add(&D->dry_ns, (uint64_t)(now - D->queue_end_ns), __ATOMIC_RELAXED);
+}
+
 /* Waits until the law lets the next launch of device `dev` go; returns
  * with the device mutex held, the stream record found (or NULL) and
  * whether pacing is engaged. Completed pairs are harvested here only when
@@ -751,7 +775,7 @@ static int64_t turn_wait(struct cs_lim_dev *D, struct cs_lim_ctx *cx, uintptr_t 
 static struct cs_lim_stream *wait_turn(struct cs_lim_dev *D, struct cs_lim_ctx *cx,
                                        uintptr_t key, CUstream rec, bool *engaged)
 {
-    for (;;) {
+    for (bool held = false;; held = true) {
         int64_t now = cs__now_ns();
         pthread_mutex_lock(&D->mu);
         *engaged = law_follow(D, cx->dev, now);
@@ -762,8 +786,10 @@ static struct cs_lim_stream *wait_turn(struct cs_lim_dev *D, struct cs_lim_ctx *
             cs__lim_harvest_locked(cx->dev, now);
             wait = turn_wait(D, cx, key, rec, *engaged, now, &hold, &st);
         }
-        if (!wait)
+        if (!wait) {
+            note_dry(D, held, now);
             return st;
+        }
         pthread_mutex_unlock(&D->mu);
         pace_sleep(D, now + wait, &hold);
     }

@@ -14,24 +14,14 @@
  *     throughput, the default; docs/limiter.md),
  *   - decides, for policy `default`, whether pacing is engaged.
  *
- * The decision rule (docs/limiter.md, "Policy and priority"), for a device
- * with a limit:
- *   force     engaged.
- *   disable   never armed (limiter.c).
- *   default   engaged while another tenant of equal or higher priority is
- *             busy on the device, held for CS_WATCH_HOLD_NS after the last
- *             time it was seen busy. "Busy" is
- *               - a board entry of another tenant with priority <= ours
- *                 (lower number = higher priority) posted busy, or
- *               - foreign GPU time seen through NVML that the board does
- *                 not explain by lower-priority tenants:
- *                   foreign = max(device utilisation - our share,
- *                                 sum of smUtil of NVML samples of
- *                                 processes not in our ledger)
- *                             - shares of busy lower-priority tenants
- *                 at least CS_WATCH_FOREIGN_PCT percent.
- *             Without NVML (or before the device's UUID is known) the
- *             decision fails closed: engaged.
+ * The decision rule (docs/limiter.md, "What a share means") is fair.c's:
+ * the watcher gathers its inputs (our use and whether we fill the GPU,
+ * the device's utilisation, the busy tenants on the board and the busy
+ * time nobody's board entry explains) and applies its outputs (engaged,
+ * the share, the run-ahead, whether we take turns). For policy `default`
+ * an engaged decision is held for CS_WATCH_HOLD_NS after it was last
+ * made. Without NVML (or before the device's UUID is known) the device
+ * counts as saturated (fail closed).
  *
  * Identity (which NVML pid is ours) is resolved here, once, lazily: tier 0
  * when NVML lists our own getpid(), else broker / procfs as configured,
@@ -53,6 +43,7 @@
 #include "core/uuid.h"
 #include "identity/identity.h"
 #include "limiter/board.h"
+#include "limiter/fair.h"
 #include "limiter/internal.h"
 
 #define SUBSYS "limiter"
@@ -70,6 +61,7 @@
 #define CS_WATCH_FILLING_PPM 500000u     /* MPS: kernels holding half the SMs or more */
 #define CS_WATCH_SMOOTH 0.25             /* per-tick step towards a new scale */
 #define CS_WATCH_CAP_REREAD_NS 10000000000ll /* power cap re-read every 10 s */
+#define CS_WATCH_DRY_PCT 10              /* queue dry under 10 % of unheld time: filling */
 
 
 static pthread_mutex_t watch_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -102,6 +94,7 @@ static struct {
         uint64_t pacing_at[8];   /* own, work, slept, window idled by the law, then;
                                     the process's launches, markers, pairs, estimates */
         uint32_t logged_pm;      /* share last logged */
+        struct cs_fair_out fair; /* the last engaged decision (policy default) */
     } dev[CS_MAX_DEVICES];
     /* One entry per tick, the last second and one more: the tenant's GPU
      * time, this process's charged time, work and pacing sleep (counters
@@ -112,6 +105,7 @@ static struct {
     uint64_t own[CS_WATCH_WINDOW + 1][CS_MAX_DEVICES];
     uint64_t work[CS_WATCH_WINDOW + 1][CS_MAX_DEVICES];
     uint64_t slept[CS_WATCH_WINDOW + 1][CS_MAX_DEVICES];
+    uint64_t dry[CS_WATCH_WINDOW + 1][CS_MAX_DEVICES];
     int8_t util[CS_WATCH_WINDOW + 1][CS_MAX_DEVICES];
     int ring_n, ring_head;
 } W;
@@ -341,6 +335,7 @@ static void record_totals(int64_t now)
         W.own[i][d] = __atomic_load_n(&cs__lim_devs[d].own_total, __ATOMIC_RELAXED);
         W.work[i][d] = __atomic_load_n(&cs__lim_devs[d].own_work, __ATOMIC_RELAXED);
         W.slept[i][d] = __atomic_load_n(&cs__lim_devs[d].sleep_ns, __ATOMIC_RELAXED);
+        W.dry[i][d] = __atomic_load_n(&cs__lim_devs[d].dry_ns, __ATOMIC_RELAXED);
         W.util[i][d] = -1; /* the device loop of the tick fills it in */
     }
     W.ring_head = (W.ring_head + 1) % (CS_WATCH_WINDOW + 1);
@@ -522,11 +517,16 @@ static bool starved(int d, uint32_t ppm, bool saturated)
     return W.ring_n > CS_WATCH_WINDOW && under && unpaced && saturated;
 }
 
-static void apply_share(int d)
+/* The share the law charges at: the cap (force) or the entitlement of the
+ * last engaged decision (default), scaled for clock boost; fulfilment
+ * only scales a cap (an entitlement already gives way to the others). */
+static void apply_share(int d, bool force)
 {
     __typeof__(W.dev[0]) *w = &W.dev[d];
     struct cs_lim_dev *D = &cs__lim_devs[d];
-    double pm = D->pct * 100.0 * w->fulfil / w->boost;
+    double base = force || !w->fair.entitled_pm ? D->pct * 100.0 * w->fulfil
+                                                : (double)w->fair.entitled_pm;
+    double pm = base / w->boost;
     uint32_t v = pm < 1 ? 1 : pm > 9999 ? 9999 : (uint32_t)lround(pm);
     __atomic_store_n(&D->share_pm, v, __ATOMIC_RELAXED);
     if (v + 100 <= w->logged_pm || v >= w->logged_pm + 100) {
@@ -573,6 +573,12 @@ static uint64_t window_for(int d, const struct cs_board_view *v, bool engaged, b
     uint32_t period_us = period_for(v->nmembers + 1), pct = cs__lim_devs[d].pct;
     if (!period_us || !engaged || !v->nmembers || v->nmembers > CS_BOARD_WINDOW_MEMBERS ||
         runs_beside_others(d))
+        return 0;
+    /* Turns only when every busy tenant on the board takes them: one that
+     * launches whenever it likes would run inside our window while we
+     * keep out of its time, and the two views of who holds the GPU would
+     * disagree until the next decisions. */
+    if (v->npeers < CS_BOARD_VIEW_PEERS && v->nmembers != v->npeers)
         return 0;
     uint32_t uid = (uint32_t)geteuid(), sum = pct, before = 0;
     for (int i = 0; i < v->nmembers; i++) {
@@ -634,6 +640,103 @@ static void update_window(int d, const struct cs_board_view *v, bool engaged, in
         cs_info(SUBSYS, "device %d: no window: launches whenever the law allows", d);
 }
 
+/* ---- the share decision (fair.c) ---------------------------------------- */
+
+/* Whether our queue on the GPU stayed non-empty over the last second
+ * while we were not held: we fill the GPU (turn-taking pays), rather than
+ * leave it idle between launches for the CPU (a decode loop). */
+static bool filling(int d)
+{
+    /* Until half a second is seen, unknown: taken as filling, so a tenant
+     * that just started claims no short queues of the others. */
+    if (ring_span(CS_WATCH_WINDOW) < CS_WATCH_WINDOW / 2)
+        return true;
+    int64_t span = (int64_t)ring_span(CS_WATCH_WINDOW) * CS_LIM_TICK_NS;
+    int64_t unheld = span - (int64_t)ring_delta(W.slept, d, CS_WATCH_WINDOW);
+    int64_t dry = (int64_t)ring_delta(W.dry, d, CS_WATCH_WINDOW);
+    return span > 0 && unheld > 0 && dry * 100 < unheld * CS_WATCH_DRY_PCT;
+}
+
+/* Our pacing slept at least CS_WATCH_UNPACED_PCT of the last second. */
+static bool held(int d)
+{
+    return ring_delta(W.slept, d, CS_WATCH_WINDOW) * 100 >=
+           (uint64_t)ring_span(CS_WATCH_WINDOW) * CS_LIM_TICK_NS * CS_WATCH_UNPACED_PCT;
+}
+
+/* What we would use unthrottled, roughly: our use over the time we were
+ * not asleep in pacing, in parts per 10000 (display only). */
+static uint32_t demand_pm(int d, uint32_t use_ppm)
+{
+    int64_t span = (int64_t)ring_span(CS_WATCH_WINDOW) * CS_LIM_TICK_NS;
+    int64_t unheld = span - (int64_t)ring_delta(W.slept, d, CS_WATCH_WINDOW);
+    if (span <= 0)
+        return use_ppm / 100;
+    if (unheld < span / 100)
+        unheld = span / 100;
+    uint64_t pm = (uint64_t)use_ppm / 100 * (uint64_t)span / (uint64_t)unheld;
+    return pm > CS_FAIR_FULL ? CS_FAIR_FULL : (uint32_t)pm;
+}
+
+/* For viewers (top, status): the decision in the ledger header. */
+static void publish_state(int d, uint32_t use_ppm, enum cs_fair_why why, uint32_t entitled_pm)
+{
+    struct cs_ledger_header *h = cs__ledger()->hdr;
+    if (!h)
+        return;
+    __atomic_store_n(&h->dev[d].share_state,
+                     cs_share_state_pack(demand_pm(d, use_ppm), entitled_pm, (uint32_t)why),
+                     __ATOMIC_RELAXED);
+}
+
+/* Policy default: fair.c decides from what the board and NVML say; an
+ * engaged decision holds for CS_WATCH_HOLD_NS. Returns whether pacing is
+ * engaged now. */
+static int decide_default(int d, uint32_t ppm, int32_t prio, int util, int foreign,
+                          const struct cs_board_view *v, int64_t now)
+{
+    struct cs_lim_dev *D = &cs__lim_devs[d];
+    struct cs_fair_peer peers[CS_BOARD_VIEW_PEERS];
+    for (int i = 0; i < v->npeers; i++)
+        peers[i] = (struct cs_fair_peer){.floor_pm = v->peers[i].sm_limit * 100,
+                                         .use_pm = v->peers[i].share_ppm / 100,
+                                         .priority = v->peers[i].priority,
+                                         .held = v->peers[i].held,
+                                         .filling = v->peers[i].filling};
+    /* Busy time of processes on no board entry (unlimited tenants). */
+    int unexplained = foreign < 0 ? 0 : foreign - (int)(v->busy_share_ppm / 10000);
+    /* Busy: NVML's utilisation, or what we and the others are seen to use
+     * (its per-process samples may know when its utilisation, averaged
+     * over a long window, does not). */
+    int busy = foreign < 0 || util < 0 ? -1 : (int)(share_as_nvml_sees(d) / 10000) + foreign;
+    if (busy >= 0 && util > busy)
+        busy = util;
+    struct cs_fair_in in = {.floor_pm = D->pct * 100, .use_pm = ppm / 100, .priority = prio,
+                            .filling = filling(d), .held = held(d),
+                            .device_busy_pm = busy < 0 ? -1 : busy > 100 ? 10000 : busy * 100,
+                            .foreign_pm = unexplained > 0 ? (uint32_t)unexplained * 100 : 0,
+                            .npeers = v->npeers, .peers = peers};
+    struct cs_fair_out out;
+    cs__fair_decide(&in, &out);
+    __typeof__(W.dev[0]) *w = &W.dev[d];
+    if (out.engaged) {
+        D->contended_until = now + CS_WATCH_HOLD_NS;
+        w->fair = out;
+    } else if (D->contended_until <= now) {
+        w->fair = out;
+    }
+    int engaged = D->contended_until > now;
+    __atomic_store_n(&D->ahead_ns, engaged ? w->fair.ahead_ns : 0, __ATOMIC_RELAXED);
+    publish_state(d, ppm, engaged ? w->fair.why : CS_FAIR_FREE, w->fair.entitled_pm);
+    if (__atomic_exchange_n(&D->engaged, engaged, __ATOMIC_RELAXED) != engaged)
+        cs_info(SUBSYS, "device %d: pacing %s (%s; use %.1f %%, entitled %.1f %%, device %d %% "
+                "busy, %d other busy tenant%s, unexplained %d %%)", d,
+                engaged ? "engaged" : "released", cs__fair_why_name(w->fair.why), ppm / 1e4,
+                w->fair.entitled_pm / 100.0, util, v->npeers, v->npeers == 1 ? "" : "s",
+                unexplained);
+    return engaged;
+}
+
 static void tick(int64_t now)
 {
     const struct cs_ledger_header *h = cs__ledger()->hdr;
@@ -679,7 +782,10 @@ static void tick(int64_t now)
                                       .starved = starved(d, ppm, saturated),
                                       .paced = !runs_beside_others(d) &&
                                                __atomic_load_n(&D->engaged,
-                                                               __ATOMIC_RELAXED) != 0};
+                                                               __ATOMIC_RELAXED) != 0 &&
+                                               (policy == CS_POLICY_FORCE ||
+                                                W.dev[d].fair.turns),
+                                      .held = held(d), .filling = filling(d)};
             memcpy(p.uuid, cs__device_info(d)->uuid.bytes, 16);
             cs__board_post(W.board, &p, now);
         }
@@ -691,16 +797,18 @@ static void tick(int64_t now)
                          !v.busy_higher_or_equal && !v.busy_lower && foreign >= 0 &&
                              foreign < CS_WATCH_FOREIGN_PCT,
                          __ATOMIC_RELAXED);
-        if (known) {
-            if (now >= W.dev[d].scales_held_until) {
-                update_boost(d, util, ppm, now);
-                update_fulfil(d, &v, saturated);
-            }
-            apply_share(d);
+        if (known && now >= W.dev[d].scales_held_until) {
+            update_boost(d, util, ppm, now);
+            update_fulfil(d, &v, saturated);
         }
         log_pacing(d, now);
         if (policy == CS_POLICY_FORCE) {
+            W.dev[d].fair = (struct cs_fair_out){.engaged = true, .why = CS_FAIR_CAPPED,
+                                                 .turns = true};
+            if (known)
+                apply_share(d, true);
             __atomic_store_n(&D->engaged, 1, __ATOMIC_RELAXED);
+            publish_state(d, ppm, CS_FAIR_CAPPED, (uint32_t)D->pct * 100);
             update_window(d, &v, true, now);
             continue;
         }
@@ -708,28 +816,20 @@ static void tick(int64_t now)
          * it does for HAMi-core: it sees every container of the node. Its
          * 0 never releases pacing by itself: the tenant can write the
          * region too (docs/security.md, "HAMi's region"), so then our own
-         * contention detection below decides. */
+         * decision below rules. */
         if (cs__hami_util_switch() > 0) {
+            if (known)
+                apply_share(d, true);
             if (__atomic_exchange_n(&D->engaged, 1, __ATOMIC_RELAXED) != 1)
                 cs_info(SUBSYS, "device %d: pacing engaged by HAMi's utilization_switch", d);
+            publish_state(d, ppm, CS_FAIR_CAPPED, (uint32_t)D->pct * 100);
             update_window(d, &v, true, now);
             continue;
         }
-        bool contended;
-        if (foreign < 0) {
-            contended = true; /* fail closed */
-        } else {
-            foreign -= (int)(v.lower_share_ppm / 10000);
-            contended = v.busy_higher_or_equal > 0 || foreign >= CS_WATCH_FOREIGN_PCT;
-        }
-        if (contended)
-            D->contended_until = now + CS_WATCH_HOLD_NS;
-        int engaged = D->contended_until > now;
-        update_window(d, &v, engaged, now);
-        if (__atomic_exchange_n(&D->engaged, engaged, __ATOMIC_RELAXED) != engaged)
-            cs_info(SUBSYS, "device %d: pacing %s (foreign %d%%, board: %d busy at higher or "
-                    "equal priority, %d lower)", d, engaged ? "engaged" : "released", foreign,
-                    v.busy_higher_or_equal, v.busy_lower);
+        int engaged = decide_default(d, ppm, prio, util_now, foreign, &v, now);
+        if (known)
+            apply_share(d, false);
+        update_window(d, &v, engaged && W.dev[d].fair.turns, now);
     }
 }
 

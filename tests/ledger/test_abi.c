@@ -71,6 +71,7 @@ static void check_layout(void)
     OFF(cs_ledger_header, dev[0].used, 1024);
     OFF(cs_ledger_header, dev[0].peak, 1032);
     OFF(cs_ledger_header, dev[0].pace_vt_ns, 1040);
+    OFF(cs_ledger_header, dev[0].share_state, 1048);
     OFF(cs_ledger_header, dev[1].used, 1088);
     OFF(cs_ledger_header, dev[15].used, 1984);
     OFF(cs_ledger_header, claim_hint, 2048);

@@ -6,7 +6,8 @@
  *             once B has left (after NVML's window and the 1 s hold) A
  *             gets the whole GPU back.
  *   priority  H (limit 50 %) and L (limit 25 %), both GPU-bound. With
- *             equal priorities both are held to their limits. With H at
+ *             equal priorities the GPU is split by their limits, all of
+ *             it (two thirds and one third: limits are floors). With H at
  *             CUDA_TASK_PRIORITY=0 and L at 1, L is still held (a
  *             higher-priority tenant is busy) but H is not held by the
  *             lower-priority L: H gets clearly more than its 50 %.
@@ -139,21 +140,24 @@ static void priority(void)
     const char *gname[2] = {"eq.state", "pr.state"};
     pid_t pid[2][2];
     for (int k = 0; k < 2; k++) {
-        const char *h_args[] = {"--blocks", "1000", "--sync", "8", "--out",
+        const char *h_args[] = {"--secs", "5", "--blocks", "1000", "--sync", "8", "--out",
                                 lim_path(lim_kv("h%d.out", k)), NULL};
-        const char *l_args[] = {"--blocks", "1000", "--sync", "8", "--out",
+        const char *l_args[] = {"--secs", "5", "--blocks", "1000", "--sync", "8", "--out",
                                 lim_path(lim_kv("l%d.out", k)), NULL};
-        pid[k][0] = lim_spawn(tenant_env(gname[k], lim_kv("h%d.ledger", k), "50",
-                                         k ? "0" : "1"), h_args);
-        pid[k][1] = lim_spawn(tenant_env(gname[k], lim_kv("l%d.ledger", k), "25", "1"), l_args);
+        /* A board per GPU: the fakes' UUIDs are the same. */
+        const char **he = tenant_env(gname[k], lim_kv("h%d.ledger", k), "50", k ? "0" : "1");
+        const char **le = tenant_env(gname[k], lim_kv("l%d.ledger", k), "25", "1");
+        he[5] = le[5] = lim_kv("CUSHARE_BOARD=%s", lim_path(lim_kv("%d.board", k)));
+        pid[k][0] = lim_spawn(he, h_args);
+        pid[k][1] = lim_spawn(le, l_args);
     }
     for (int k = 0; k < 2; k++)
         for (int j = 0; j < 2; j++)
             lim_ready(pid[k][j]);
-    static double sh[2][2][16];
-    int64_t rq0[2][2], rq1[2][2];   /* CPU wait at the ends of windows 5..13 */
+    static double sh[2][2][24];
+    int64_t rq0[2][2], rq1[2][2];   /* CPU wait at the ends of windows 13..22 */
     const int64_t t0 = cs_now_ns();
-    for (int w = 0; w < 14; w++) {
+    for (int w = 0; w < 23; w++) {
         int64_t to = t0 + (int64_t)(w + 1) * 200000000ll;
         while (cs_now_ns() < to + 60000000ll)
             cs_sleep_ms(5);
@@ -163,9 +167,9 @@ static void priority(void)
                               2e8;
         for (int k = 0; k < 2; k++)
             for (int j = 0; j < 2; j++) {
-                if (w == 4)
-                    rq0[k][j] = lim_rq_wait_ns(pid[k][j]);
                 if (w == 13)
+                    rq0[k][j] = lim_rq_wait_ns(pid[k][j]);
+                if (w == 22)
                     rq1[k][j] = lim_rq_wait_ns(pid[k][j]);
             }
     }
@@ -175,12 +179,13 @@ static void priority(void)
             CHECK_EQ(lim_wait(pid[k][j]), 0);
             printf("%s, %s share per 200 ms:", k ? "H priority 0, L 1" : "equal priorities",
                    j ? "L (25)" : "H (50)");
-            for (int w = 0; w < 14; w++) {
+            for (int w = 0; w < 23; w++) {
                 printf(" %.0f", sh[k][j][w]);
-                if (w >= 5)
+                if (w >= 14)
                     m[k][j] += sh[k][j][w] / 9;
             }
-            /* CPU wait over windows 5..13 (9 x 200 ms), forgiven below. */
+            /* CPU wait over windows 14..22 (9 x 200 ms, the steady state
+             * after up to 2.5 s of settling), forgiven below. */
             st[k][j] = 100.0 * (double)(rq1[k][j] - rq0[k][j]) / 1.8e9;
             printf("  mean %.1f%%, CPU wait %.1f%%\n", m[k][j], st[k][j]);
         }
@@ -189,8 +194,9 @@ static void priority(void)
      * (L); H at priority 0 79.8-80.3, L 18.1-19.3 (what H, unpaced,
      * leaves it on the fake's one FIFO timeline). Below: about 1.5 times
      * the largest shortfall. */
-    CHECK_SHARE_STARVED(m[0][0], 50, 1, 4, st[0][0]); /* equal: both held */
-    CHECK_SHARE_STARVED(m[0][1], 25, 1, 2, st[0][1]);
+    /* Equal: the whole GPU split by the limits, 2:1 (work conserving). */
+    CHECK_SHARE_STARVED(m[0][0], 66.7, 2, 4, st[0][0]);
+    CHECK_SHARE_STARVED(m[0][1], 33.3, 2, 4, st[0][1]);
     CHECK(m[1][1] + st[1][1] >= 14 && m[1][1] <= 26);  /* L held while H is busy */
     CHECK_GE(m[1][0] + st[1][0], 75);                  /* H not held by the lower L */
 }

@@ -202,6 +202,21 @@ int main(void)
     CHECK_LE(granted, (54 * MS + CS_LAW_AHEAD_NS) / 4 + 100 * US);
     CHECK_GE(granted, (54 * MS + CS_LAW_AHEAD_NS) / 4 - 100 * US);
 
+    /* Forgiveness at a (re)start: 100 ms of work charged at 25 % puts the
+     * clock 400 ms ahead (the law would hold the tenant that long); set
+     * back to now, a launch goes at once. A clock behind is left alone. */
+    vt = 0;
+    memset(&l, 0, sizeof l);
+    cs__law_start(&l, &vt, 25, now);
+    cs__law_charge(&l, 100 * MS, 0, now);
+    CHECK_GE(cs__law_wait(&l, now), 390 * MS);
+    cs__law_forgive(&l, now);
+    CHECK_EQ(vt, now);
+    CHECK_EQ(cs__law_wait(&l, now), 0);
+    vt = now - 5 * MS;
+    cs__law_forgive(&l, now);
+    CHECK_EQ(vt, now - 5 * MS);
+
     /* Windows: [10, 22.5) ms of every 50 ms period, any epoch. */
     struct cs_window w = {.period_ns = 50 * MS, .off_ns = 10 * MS, .len_ns = 12500 * US};
     int64_t base = 1000 * 50 * MS;

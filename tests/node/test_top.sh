@@ -26,6 +26,9 @@ share_ok() {
       my $s = $1; exit 1 if $s eq "null" || $s < 0.5 * $lim{$t} || $s > $lim{$t} + 0.1;
     }
     $j =~ /"ledger":"[^"]*\/d\.ledger".*?"suspended":(true|false)/s && $1 eq "true" or exit 1;
+    # The share decision: a limited tenant says what it would use, what it
+    # is entitled to and why it is held.
+    $j =~ /"ledger":"[^"]*\/b\.ledger".*?"demand":([0-9.]+),"floor":0\.5000,"entitled":([0-9.]+),"held":"(no|contended|capped|priority)"/s or exit 1;
     # c has no compute limit: its share is the NVML per-process estimate.
     $j =~ /"ledger":"[^"]*\/c\.ledger".*?"share":([0-9.]+|null),"share_source":"(\w+)"/s or exit 1;
     exit 1 if $1 eq "null" || $1 < 0.05 || $2 ne "nvml";
@@ -42,7 +45,8 @@ frame() { perl -0777 -ne '@f = split /\e\[H/; print $f[-1] // ""' "$T/screen"; }
 shows() { frame | grep -Eq "$1"; }
 wait_for 20 "four tenants on screen" shows 'd\.ledger'
 for re in 'a\.ledger +0\.0 +1024 ' 'b\.ledger +0\.0 +2048 ' 'c\.ledger +0\.0 +512 ' \
-          'd\.ledger .*SUSP' 'GPU 0 ' 'THR'; do
+          'd\.ledger .*SUSP' 'GPU 0 ' 'THR' \
+          'compute: demand [0-9]+% +floor 25% +entitled [0-9]+% +gets [0-9]+% +held: [a-z]+'; do
   wait_for 10 "screen line matching '$re' ($(frame | head -c 2000))" shows "$re"
 done
 # Every line fits in 80 columns.

@@ -1,0 +1,162 @@
+/*
+ * The share decision (fair.h). Integer parts per 10000 throughout; no
+ * clock, no driver, no shared state: the watcher gathers the inputs once
+ * a tick and applies the outputs.
+ */
+#include "limiter/fair.h"
+
+#include <string.h>
+
+void cs__fair_split(uint32_t capacity, int n, const uint32_t *w, const uint32_t *d,
+                    uint32_t *out)
+{
+    bool done[CS_FAIR_MAX_PEERS + 2] = {false};
+    if (n > CS_FAIR_MAX_PEERS + 2)
+        n = CS_FAIR_MAX_PEERS + 2;
+    uint64_t left = capacity;
+    /* Each round satisfies every tenant whose demand fits its weighted
+     * part of what is left; when none does, the rest is split by weight. */
+    for (int round = 0; round < n; round++) {
+        uint64_t wsum = 0;
+        for (int i = 0; i < n; i++)
+            if (!done[i])
+                wsum += w[i] ? w[i] : 1;
+        if (!wsum)
+            return;
+        bool any = false;
+        for (int i = 0; i < n; i++) {
+            uint64_t wi = w[i] ? w[i] : 1;
+            if (!done[i] && (uint64_t)d[i] * wsum <= left * wi) {
+                out[i] = d[i];
+                left -= d[i];
+                done[i] = any = true;
+            }
+        }
+        if (!any)
+            break;
+    }
+    uint64_t wsum = 0;
+    for (int i = 0; i < n; i++)
+        if (!done[i])
+            wsum += w[i] ? w[i] : 1;
+    for (int i = 0; i < n; i++)
+        if (!done[i])
+            out[i] = (uint32_t)(left * (w[i] ? w[i] : 1) / wsum);
+}
+
+bool cs__fair_wants_more(uint32_t use_pm, uint32_t share_pm)
+{
+    return (uint64_t)use_pm * 100 >= (uint64_t)share_pm * CS_FAIR_AT_FLOOR_PCT;
+}
+
+/* A tenant's demand as the split sees it: what it uses, or anything when
+ * it uses all of its floor (it may want more than it gets). */
+static uint32_t demand_of(uint32_t use_pm, uint32_t floor_pm)
+{
+    return cs__fair_wants_more(use_pm, floor_pm) ? UINT32_MAX : use_pm;
+}
+
+static uint32_t clamp_share(uint32_t pm)
+{
+    return pm < 1 ? 1 : pm > CS_FAIR_FULL - 1 ? CS_FAIR_FULL - 1 : pm;
+}
+
+/* Our entitlement: the split of what higher-priority tenants leave among
+ * us, the busy tenants of our priority and (when there is any) the busy
+ * time nobody's board entry explains, which is weighted with whatever
+ * floor nobody claims. Lower-priority tenants yield to us: not counted. */
+static uint32_t entitlement(const struct cs_fair_in *in, bool *rivals, bool *higher,
+                            bool *waiting)
+{
+    uint32_t w[CS_FAIR_MAX_PEERS + 2], d[CS_FAIR_MAX_PEERS + 2], got[CS_FAIR_MAX_PEERS + 2];
+    int n = 0, np = in->npeers < CS_FAIR_MAX_PEERS ? in->npeers : CS_FAIR_MAX_PEERS;
+    uint64_t capacity = CS_FAIR_FULL, floors = in->floor_pm;
+    /* Ours as the most we could take: the law's share, which a tenant
+     * using less never reaches. */
+    w[n] = in->floor_pm;
+    d[n++] = UINT32_MAX;
+    *rivals = *higher = *waiting = false;
+    for (int i = 0; i < np; i++) {
+        const struct cs_fair_peer *p = &in->peers[i];
+        if (p->priority < in->priority) {
+            capacity -= p->use_pm < capacity ? p->use_pm : capacity;
+            *higher = true;
+        } else if (p->priority == in->priority) {
+            w[n] = p->floor_pm;
+            d[n++] = demand_of(p->use_pm, p->floor_pm ? p->floor_pm : 1);
+            floors += p->floor_pm;
+            *rivals = true;
+            *waiting |= !p->held && !p->filling && p->floor_pm &&
+                        !cs__fair_wants_more(p->use_pm, p->floor_pm);
+        }
+    }
+    /* Busy time nobody's board entry explains is an unlimited tenant's
+     * (or noise: board shares and NVML's utilisation are averaged over
+     * different windows). It competes with the floor nobody claims; a
+     * little of it keeps only what it uses, much of it may want more. */
+    if (in->foreign_pm >= CS_FAIR_FOREIGN_PM) {
+        w[n] = floors < CS_FAIR_FULL ? (uint32_t)(CS_FAIR_FULL - floors) : 1;
+        d[n++] = in->foreign_pm >= CS_FAIR_FOREIGN_GREEDY_PM ? UINT32_MAX : in->foreign_pm;
+        *rivals = true;
+        *waiting |= in->foreign_pm >= CS_FAIR_FOREIGN_GREEDY_PM;
+    }
+    memset(got, 0, sizeof got);
+    cs__fair_split((uint32_t)capacity, n, w, d, got);
+    return got[0];
+}
+
+void cs__fair_decide(const struct cs_fair_in *in, struct cs_fair_out *out)
+{
+    *out = (struct cs_fair_out){.share_pm = clamp_share(in->floor_pm),
+                                .entitled_pm = in->floor_pm};
+    if (in->force) {
+        *out = (struct cs_fair_out){.engaged = true, .share_pm = clamp_share(in->floor_pm),
+                                    .entitled_pm = in->floor_pm, .why = CS_FAIR_CAPPED,
+                                    .turns = true};
+        return;
+    }
+    bool rivals, higher, waiting;
+    uint32_t ent = entitlement(in, &rivals, &higher, &waiting);
+    out->entitled_pm = ent;
+    out->share_pm = clamp_share(ent);
+    /* Beside a busy higher-priority tenant: held to what it leaves, with a
+     * short queue, contended or not, so its work never waits long. */
+    if (higher) {
+        out->engaged = true;
+        out->why = CS_FAIR_PRIORITY;
+        out->ahead_ns = CS_FAIR_PRIORITY_AHEAD_NS;
+        out->turns = in->filling;
+        return;
+    }
+    /* Unknown utilisation fails closed: as if saturated. */
+    bool saturated = in->device_busy_pm < 0 || (uint32_t)in->device_busy_pm >= CS_FAIR_SATURATED_PM;
+    if (!saturated || !rivals)
+        return;
+    bool over = in->held || cs__fair_wants_more(in->use_pm, ent);
+    /* A rival under its floor that leaves the GPU idle between its
+     * launches (it does not fill it; its pacing does not hold it) has
+     * work waiting behind ours: above our floor we keep our queue short,
+     * so its latency, and so its floor, do not depend on how deep we
+     * would queue. */
+    bool guard = waiting && cs__fair_wants_more(in->use_pm, in->floor_pm);
+    if (!over && !guard)
+        return;
+    out->engaged = true;
+    out->why = CS_FAIR_CONTENDED;
+    out->ahead_ns = waiting ? CS_FAIR_PRIORITY_AHEAD_NS : 0;
+    out->turns = in->filling;
+}
+
+const char *cs__fair_why_name(enum cs_fair_why why)
+{
+    switch (why) {
+    case CS_FAIR_CONTENDED:
+        return "contended";
+    case CS_FAIR_CAPPED:
+        return "capped";
+    case CS_FAIR_PRIORITY:
+        return "priority";
+    default:
+        return "-";
+    }
+}

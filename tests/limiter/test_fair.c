@@ -1,0 +1,191 @@
+/*
+ * The share decision (src/limiter/fair.c) without a driver: the weighted
+ * max-min split, work conservation (nobody held while the GPU has idle
+ * time or nobody else wants it), the floor under contention, the hard
+ * cap of `force`, the priority hold with its short queue, and turn-taking
+ * only for tenants that fill the GPU.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "limiter/fair.h"
+
+#define CHECK(c)                                                                \
+    do {                                                                        \
+        if (!(c)) {                                                             \
+            fprintf(stderr, "%s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, #c); \
+            exit(1);                                                            \
+        }                                                                       \
+    } while (0)
+#define CHECK_EQ(a, b)                                                          \
+    do {                                                                        \
+        long long a_ = (long long)(a), b_ = (long long)(b);                     \
+        if (a_ != b_) {                                                         \
+            fprintf(stderr, "%s:%d: %s = %lld, expected %lld\n", __FILE__, __LINE__, #a, \
+                    a_, b_);                                                    \
+            exit(1);                                                            \
+        }                                                                       \
+    } while (0)
+
+#define ANY UINT32_MAX
+
+static void split(void)
+{
+    uint32_t out[4];
+    /* Both want everything: by weight. */
+    cs__fair_split(10000, 2, (uint32_t[]){2500, 7500}, (uint32_t[]){ANY, ANY}, out);
+    CHECK_EQ(out[0], 2500);
+    CHECK_EQ(out[1], 7500);
+    /* Weights summing under the device still split all of it. */
+    cs__fair_split(10000, 2, (uint32_t[]){5000, 2500}, (uint32_t[]){ANY, ANY}, out);
+    CHECK_EQ(out[0], 6666);
+    CHECK_EQ(out[1], 3333);
+    /* A tenant below its weighted part keeps what it uses; the rest goes
+     * to the other. */
+    cs__fair_split(10000, 2, (uint32_t[]){2500, 7500}, (uint32_t[]){2000, ANY}, out);
+    CHECK_EQ(out[0], 2000);
+    CHECK_EQ(out[1], 8000);
+    /* Over its weighted part: held to it. */
+    cs__fair_split(10000, 2, (uint32_t[]){2500, 7500}, (uint32_t[]){4000, ANY}, out);
+    CHECK_EQ(out[0], 2500);
+    CHECK_EQ(out[1], 7500);
+    /* Three, one satisfied in a second round. */
+    cs__fair_split(10000, 3, (uint32_t[]){2000, 3000, 5000}, (uint32_t[]){ANY, 2500, ANY}, out);
+    CHECK_EQ(out[1], 2500);
+    CHECK_EQ(out[0], 2142);
+    CHECK_EQ(out[2], 5357);
+    /* Nobody wants much: everyone satisfied, nothing made up. */
+    cs__fair_split(10000, 2, (uint32_t[]){2500, 7500}, (uint32_t[]){4000, 4000}, out);
+    CHECK_EQ(out[0], 4000);
+    CHECK_EQ(out[1], 4000);
+}
+
+static struct cs_fair_out decide(bool force, uint32_t floor, uint32_t use, int busy,
+                                 bool filling, int n, const struct cs_fair_peer *p)
+{
+    struct cs_fair_in in = {.force = force, .floor_pm = floor, .use_pm = use,
+                            .filling = filling, .device_busy_pm = busy, .npeers = n,
+                            .peers = p};
+    struct cs_fair_out o;
+    cs__fair_decide(&in, &o);
+    return o;
+}
+
+static void conserving(void)
+{
+    /* Two launch-bound tenants at 40 % each (25 and 75): the device has
+     * idle time, so neither is held, whatever its floor. */
+    struct cs_fair_peer b75 = {.floor_pm = 7500, .use_pm = 4000};
+    struct cs_fair_out o = decide(false, 2500, 4000, 8200, false, 1, &b75);
+    CHECK(!o.engaged);
+    CHECK_EQ(o.why, CS_FAIR_FREE);
+    CHECK(!o.turns);
+    /* Alone on a saturated device: nobody to yield to. */
+    o = decide(false, 2500, 9900, 9900, true, 0, NULL);
+    CHECK(!o.engaged);
+    /* Saturated, but we use less than our floor: not held. */
+    struct cs_fair_peer hog = {.floor_pm = 7500, .use_pm = 8000};
+    o = decide(false, 2500, 2000, 10000, false, 1, &hog);
+    CHECK(!o.engaged);
+    CHECK_EQ(o.entitled_pm, 2500);
+    /* ... and the hog beside it is entitled to the rest, above its floor. */
+    struct cs_fair_peer small = {.floor_pm = 2500, .use_pm = 2000};
+    o = decide(false, 7500, 8000, 10000, true, 1, &small);
+    CHECK_EQ(o.entitled_pm, 8000);
+    CHECK(o.engaged);
+    CHECK_EQ(o.share_pm, 8000);
+    /* ... with a short queue, since the small one has work waiting. */
+    CHECK_EQ(o.ahead_ns, CS_FAIR_PRIORITY_AHEAD_NS);
+    /* Even under its entitlement, above its floor it keeps the queue short
+     * while an unheld rival that does not fill the GPU is busy ... */
+    o = decide(false, 7500, 7600, 10000, true, 1, &small);
+    CHECK(o.engaged);
+    CHECK_EQ(o.ahead_ns, CS_FAIR_PRIORITY_AHEAD_NS);
+    /* ... but not for one that fills it: that one wants throughput. */
+    small.filling = true;
+    o = decide(false, 7500, 7600, 10000, true, 1, &small);
+    CHECK(!o.engaged);
+}
+
+static void floor_under_contention(void)
+{
+    /* Saturated by two tenants that both use all they get: each held to
+     * its weighted part of the whole device, which is more than its limit
+     * when the limits add up to less (50 + 25: two thirds and a third). */
+    struct cs_fair_peer l = {.floor_pm = 2500, .use_pm = 3300, .held = true};
+    struct cs_fair_out o = decide(false, 5000, 6600, 10000, true, 1, &l);
+    CHECK(o.engaged);
+    CHECK_EQ(o.why, CS_FAIR_CONTENDED);
+    CHECK_EQ(o.share_pm, 6666);
+    CHECK(o.turns);
+    CHECK_EQ(o.ahead_ns, 0); /* nobody waits: the usual run-ahead */
+    /* A launch-bound tenant over its floor beside a hog: held to its
+     * floor, but never made to take turns. */
+    struct cs_fair_peer hog = {.floor_pm = 7500, .use_pm = 7400};
+    o = decide(false, 2500, 3000, 10000, false, 1, &hog);
+    CHECK(o.engaged);
+    CHECK_EQ(o.share_pm, 2500);
+    CHECK(!o.turns);
+    /* Busy time no board entry explains competes with the floor nobody
+     * claims: a 25 % tenant beside an unlimited hog keeps 25 %. */
+    struct cs_fair_in in = {.floor_pm = 2500, .use_pm = 3000, .device_busy_pm = 10000,
+                            .foreign_pm = 7500, .filling = true};
+    cs__fair_decide(&in, &o);
+    CHECK(o.engaged);
+    CHECK_EQ(o.share_pm, 2500);
+    /* Noise: a little unexplained busy time takes only what it uses. */
+    in.foreign_pm = 1200;
+    cs__fair_decide(&in, &o);
+    CHECK_EQ(o.entitled_pm, 8800);
+    CHECK(!o.engaged);
+    /* A tenant its pacing holds stays engaged while the device is
+     * contended, even a little under its entitlement. */
+    struct cs_fair_peer big = {.floor_pm = 5000, .use_pm = 6700};
+    struct cs_fair_in h = {.floor_pm = 2500, .use_pm = 3000, .device_busy_pm = 9900,
+                           .held = true, .npeers = 1, .peers = &big};
+    cs__fair_decide(&h, &o);
+    CHECK(o.engaged);
+    CHECK_EQ(o.share_pm, 3333);
+    h.held = false;
+    big.held = true; /* and nobody waits on us */
+    cs__fair_decide(&h, &o);
+    CHECK(!o.engaged);
+    /* Unknown utilisation fails closed: contended. */
+    o = decide(false, 2500, 3000, -1, true, 1, &hog);
+    CHECK(o.engaged);
+    /* A lower-priority tenant does not hold us back. */
+    struct cs_fair_peer low = {.floor_pm = 7500, .use_pm = 7000, .priority = 1};
+    o = decide(false, 2500, 3000, 10000, true, 1, &low);
+    CHECK(!o.engaged);
+}
+
+static void force_and_priority(void)
+{
+    /* force: a cap, alone or not. */
+    struct cs_fair_out o = decide(true, 2500, 2500, 2500, true, 0, NULL);
+    CHECK(o.engaged);
+    CHECK_EQ(o.why, CS_FAIR_CAPPED);
+    CHECK_EQ(o.share_pm, 2500);
+    /* Beside a busy higher-priority tenant: held to what it leaves, with a
+     * short queue, even when the device is not saturated. */
+    struct cs_fair_peer hi = {.floor_pm = 2500, .use_pm = 3000, .priority = -1};
+    o = decide(false, 7500, 5000, 8000, true, 1, &hi);
+    CHECK(o.engaged);
+    CHECK_EQ(o.why, CS_FAIR_PRIORITY);
+    CHECK_EQ(o.share_pm, 7000);
+    CHECK_EQ(o.ahead_ns, CS_FAIR_PRIORITY_AHEAD_NS);
+    CHECK(o.turns);
+    /* Reasons have names for top and status. */
+    CHECK(cs__fair_why_name(CS_FAIR_PRIORITY)[0] == 'p');
+    CHECK(cs__fair_why_name(CS_FAIR_FREE)[0] == '-');
+}
+
+int main(void)
+{
+    split();
+    conserving();
+    floor_under_contention();
+    force_and_priority();
+    printf("ok\n");
+    return 0;
+}
