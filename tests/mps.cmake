@@ -3,7 +3,8 @@
 # daemon (tests/fakecuda/fake_mps_control.c) and the fake NVML's GPUs. One
 # source; the case is its argument. The commands run under the preload, so
 # no sanitizer build runs them.
-foreach(case start_stop concurrent stale killed missing run_env two_gpus clients fake_daemon lock_held squat)
+foreach(case start_stop concurrent stale killed missing run_env two_gpus clients clients_left
+    fake_daemon lock_held squat)
   cs_add_test(mps_node_${case} SOURCES mps/test_mps_node.c LIBS cs_common fakecuda_driver
     ARGS ${case}
     ENV "CUSHARE_LOG_LEVEL=warn" "FAKECUDA_MEM=1g"

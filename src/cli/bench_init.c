@@ -121,13 +121,14 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
                 return cs_cli_usage_error(cmd, "--timeout '%s' must be seconds from 1 to 86400",
                                           optarg);
             break;
-        case 'm':
-            if (cs__parse_size_unit(optarg, &size))
-                return cs_cli_usage_error(cmd, "--mem '%s' is not a size with a unit: use a "
-                                          "k/m/g/t (binary) suffix, e.g. 4GiB, or B for bytes",
-                                          optarg);
-            o->mem = optarg;
+        case 'm': {
+            /* As `run --mem`: a fraction goes to the workers as bytes. */
+            static char mem[64];
+            if (cs_cli_limit_value(cmd, true, optarg, mem, sizeof mem))
+                return CS_EXIT_USAGE;
+            o->mem = mem;
             break;
+        }
         case 'h':
             fputs(init_usage, stdout);
             return -1;

@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "ledger/ledger.h"
@@ -23,6 +24,28 @@
 
 /* Prints "cushare: <cmd>: <message>\n" to stderr; returns CS_EXIT_USAGE. */
 int cs_cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Levenshtein distance of two short words (SIZE_MAX past 64 letters). */
+size_t cs_cli_edit_distance(const char *a, const char *b);
+
+/* The word of known[0..n) that `typed` most likely meant, or NULL when
+ * none is close: the "did you mean" of commands and options. */
+const char *cs_cli_suggest(const char *typed, const char *const *known, size_t n);
+
+/* An option `cmd` does not know (or one missing its value): one message
+ * with the nearest option its help text names, "did you mean". Returns
+ * CS_EXIT_USAGE. */
+int cs_cli_unknown_option(const char *cmd, const char *arg, const char *help);
+
+/* A size or compute share a person typed after `opt` (docs/cli.md): 0, or
+ * CS_EXIT_USAGE after one message saying what is wrong and how to write
+ * it. Sizes: binary units, fractions rounded to bytes, "GB" refused. */
+int cs_cli_size(const char *cmd, const char *opt, const char *text, uint64_t *out);
+int cs_cli_percent(const char *cmd, const char *opt, const char *text, long *out);
+
+/* One item of a --mem (is_size) or --sm list, checked as above; `val`
+ * gets the value for the environment (a fraction as bytes). */
+int cs_cli_limit_value(const char *cmd, bool is_size, const char *item, char *val, size_t len);
 
 /* Directory holding the running `cushare` binary (for finding libcushare.so). */
 const char *cs_cli_self_dir(void);

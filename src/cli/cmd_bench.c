@@ -15,13 +15,16 @@ static const char bench_usage[] =
     "                          [--baseline] [--json] [--timeout S] [--mem SIZE]\n"
     "       cushare bench limiter [ARGS...]\n"
     "  init     start-up density: N fresh processes released together into cuInit\n"
-    "  limiter  compute-share accuracy of the limiter\n";
+    "  limiter  compute-share accuracy of the limiter\n"
+    "examples:\n"
+    "  cushare bench init -n 16 --ctx\n"
+    "  cushare bench limiter --help\n";
 
 int cs_cmd_bench(int argc, char **argv)
 {
     if (argc < 2) {
-        fputs(bench_usage, stderr);
-        return cs_cli_usage_error("bench", "missing benchmark name (init or limiter)");
+        return cs_cli_usage_error("bench", "no benchmark named; give init or limiter, e.g. "
+                                  "cushare bench init -n 16");
     }
     const char *sub = argv[1];
     if (!strcmp(sub, "init"))
@@ -39,6 +42,6 @@ int cs_cmd_bench(int argc, char **argv)
         fputs(bench_usage, stdout);
         return CS_EXIT_OK;
     }
-    fputs(bench_usage, stderr);
-    return cs_cli_usage_error("bench", "unknown benchmark '%s'", sub);
+    return cs_cli_usage_error("bench", "unknown benchmark '%s'; give init or limiter (cushare "
+                              "help bench)", sub);
 }

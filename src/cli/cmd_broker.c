@@ -27,8 +27,8 @@
 #define STR(x) STR_(x)
 
 static const char usage[] =
-    "usage: cushare broker [--socket PATH] [--metrics PATH] [--max-conns N] "
-    "[--max-per-uid N] [--ready-file PATH]\n"
+    "usage: cushare broker [--socket PATH] [--metrics PATH] [--max-conns N]\n"
+    "                      [--max-per-uid N] [--ready-file PATH]\n"
     "  --socket PATH        listen here (default " CS_BROKER_SOCKET_PATH ");\n"
     "                       clients only trust the default path\n"
     "  --metrics PATH       write Prometheus text metrics here every second\n"
@@ -38,7 +38,10 @@ static const char usage[] =
     "                       max-conns/" STR(CS_BROKER_PER_UID_SHARE) ", so "
     STR(CS_BROKER_DEFAULT_PER_UID) ");\n"
     "                       a uid's connections beyond it are closed at once\n"
-    "  --ready-file PATH    create PATH once listening; removed at shutdown\n";
+    "  --ready-file PATH    create PATH once listening; removed at shutdown\n"
+    "examples (as root, one per node; docs/node.md):\n"
+    "  cushare broker\n"
+    "  cushare broker --metrics /run/cushare/broker.prom --max-conns 256\n";
 
 struct broker_args {
     struct cs_broker_server_config cfg;
@@ -105,8 +108,7 @@ static int parse_args(int argc, char **argv, struct broker_args *a)
                 return cs_cli_usage_error("broker", "--max-per-uid wants 1..%u, got '%s'",
                                           CS_BROKER_MAX_CONNS, v);
         } else {
-            return cs_cli_usage_error("broker", "unknown or incomplete option '%s'\n%s",
-                                      argv[i], usage);
+            return cs_cli_unknown_option("broker", argv[i], usage);
         }
     }
     unsigned conns = a->cfg.max_conns ? a->cfg.max_conns : CS_BROKER_DEFAULT_CONNS;

@@ -46,14 +46,22 @@
 
 static const char usage[] =
     "usage: cushare cdi --name NAME [--mem SIZE[,SIZE...]] [--sm PCT[,PCT...]]\n"
-    "                   [--kind VENDOR/CLASS] [--library PATH] [--state DIR] [--output FILE]\n"
-    "  --name     the device name: --device " CS_CDI_KIND "=NAME (letters, digits, _ . : -)\n"
-    "  --mem/--sm the slice's budget and compute share, as for `cushare run` (one is needed)\n"
+    "                   [--kind VENDOR/CLASS] [--library PATH] [--state DIR]\n"
+    "                   [--output FILE]\n"
+    "  --name     the device name: --device " CS_CDI_KIND "=NAME\n"
+    "             (letters, digits, _ . : -)\n"
+    "  --mem/--sm the slice's budget and compute share, as for `cushare run`\n"
+    "             (one is needed)\n"
     "  --kind     the spec's kind (default " CS_CDI_KIND ")\n"
     "  --library  libcushare.so on the node (default " CS_CDI_HOST_LIB ")\n"
-    "  --state    node directory for the preload file and the slices' ledger directories\n"
+    "  --state    node directory for the preload file and the slices' ledger\n"
+    "             directories\n"
     "             (default " CS_CDI_STATE ")\n"
-    "  --output   the spec file, e.g. /etc/cdi/cushare-NAME.json (default: standard output)\n";
+    "  --output   the spec file, e.g. /etc/cdi/cushare-NAME.json (default: stdout)\n"
+    "examples:\n"
+    "  cushare cdi --name team-a --mem 8GiB --sm 50 \\\n"
+    "              --output /etc/cdi/cushare-team-a.json\n"
+    "  podman run --device " CS_CDI_KIND "=team-a IMAGE nvidia-smi\n";
 
 struct cdi_args {
     const char *name, *mem, *sm, *kind, *library, *state, *output;
@@ -114,19 +122,14 @@ static int limit_env(const char *opt, const char *var, const char *list, char en
                                   "every device, e.g. %s", opt, list,
                                   strcmp(opt, "mem") ? "25,50" : "2GiB,6GiB");
     for (int i = 0; i < k; i++) {
-        uint64_t size;
-        long pct;
-        if (!strcmp(opt, "mem") && cs__parse_size_unit(items[i], &size))
-            return cs_cli_usage_error("cdi", "--mem '%s' is not a size with a unit: use a "
-                                      "k/m/g/t (binary) suffix, e.g. 4GiB, or B for bytes",
-                                      items[i]);
-        if (!strcmp(opt, "sm") && cs__parse_int(items[i], 0, 100, &pct))
-            return cs_cli_usage_error("cdi", "--sm '%s' is not a percentage from 0 to 100",
-                                      items[i]);
+        char val[64];
+        int rc = cs_cli_limit_value("cdi", !strcmp(opt, "mem"), items[i], val, sizeof val);
+        if (rc)
+            return rc;
         if (k == 1)
-            snprintf(env[(*n)++], 256, "%s=%s", var, items[i]);
+            snprintf(env[(*n)++], 256, "%s=%s", var, val);
         else
-            snprintf(env[(*n)++], 256, "%s_%d=%s", var, i, items[i]);
+            snprintf(env[(*n)++], 256, "%s_%d=%s", var, i, val);
     }
     return 0;
 }
@@ -153,10 +156,9 @@ static int parse_args(int argc, char **argv, struct cdi_args *a)
         while (f < sizeof flags / sizeof flags[0] && strcmp(argv[i], flags[f].flag))
             f++;
         if (f == sizeof flags / sizeof flags[0])
-            return cs_cli_usage_error("cdi", "unknown argument '%s' (see cushare cdi --help)",
-                                      argv[i]);
+            return cs_cli_unknown_option("cdi", argv[i], usage);
         if (i + 1 == argc)
-            return cs_cli_usage_error("cdi", "%s needs a value", argv[i]);
+            return cs_cli_usage_error("cdi", "%s needs a value; see cushare help cdi", argv[i]);
         *(const char **)((char *)a + flags[f].off) = argv[++i];
     }
     if (!a->name)

@@ -50,9 +50,13 @@
 static const char usage[] =
     "usage: cushare exporter --listen ADDR:PORT [--interval MS] [--registry DIR/BASE]\n"
     "                        [--scan DIR]... [--no-scan]\n"
-    "  --listen ADDR:PORT  IPv4 address and port to serve GET /metrics on, e.g. 127.0.0.1:9400\n"
+    "  --listen ADDR:PORT  IPv4 address and port to serve GET /metrics on,\n"
+    "                      e.g. 127.0.0.1:9400\n"
     "  --interval MS       sampling period (default 1000, 100..60000)\n"
-    "  --registry, --scan, --no-scan  where tenants are found, as for `cushare top`\n";
+    "  --registry, --scan, --no-scan  where tenants are found, as for `cushare top`\n"
+    "examples:\n"
+    "  cushare exporter --listen 127.0.0.1:9400\n"
+    "  curl -s 127.0.0.1:9400/metrics | grep cushare_\n";
 
 static volatile sig_atomic_t stop_signal;
 
@@ -635,8 +639,7 @@ int cs_cmd_exporter(int argc, char **argv)
                 return cs_cli_usage_error("exporter", "--interval needs milliseconds from 100 "
                                                       "to 60000, e.g. --interval 1000");
         } else {
-            return cs_cli_usage_error("exporter", "unknown or incomplete option '%s' (see --help)",
-                                      argv[i]);
+            return cs_cli_unknown_option("exporter", argv[i], usage);
         }
     }
     struct sockaddr_in addr;

@@ -23,7 +23,11 @@ static const char usage[] =
     "           (default $CUSHARE_MPS_DIR, else " CS_MPS_DEFAULT_DIR ")\n"
     "  --force  stop: also a daemon that has clients, or that does not answer\n"
     "  --json   status: one JSON object\n"
-    "The daemon is $CUSHARE_MPS_CONTROL, else " CS_MPS_CONTROL_NAME " from PATH.\n";
+    "The daemon is $CUSHARE_MPS_CONTROL, else " CS_MPS_CONTROL_NAME " from PATH.\n"
+    "examples:\n"
+    "  cushare mps start --gpu 0\n"
+    "  cushare mps status --json\n"
+    "  cushare mps stop --gpu 0     (refused while clients run; --force asks anyway)\n";
 
 enum action { START, STOP, STATUS };
 
@@ -47,7 +51,8 @@ static int parse(int argc, char **argv, struct opts *o, bool *help)
     *help = false;
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
         *help = argc >= 2;
-        return argc < 2 ? cs_cli_usage_error("mps", "start, stop or status? (see --help)") : 0;
+        return argc < 2 ? cs_cli_usage_error("mps", "no action; give start, stop or status, "
+                                             "e.g. cushare mps status") : 0;
     }
     if (!strcmp(argv[1], "start"))
         o->action = START;
@@ -56,7 +61,13 @@ static int parse(int argc, char **argv, struct opts *o, bool *help)
     else if (!strcmp(argv[1], "status"))
         o->action = STATUS;
     else
-        return cs_cli_usage_error("mps", "unknown action '%s': start, stop or status", argv[1]);
+    {
+        static const char *const actions[] = {"start", "stop", "status"};
+        const char *s = cs_cli_suggest(argv[1], actions, 3);
+        return cs_cli_usage_error("mps", "unknown action '%s'; %s%s%sgive start, stop or status",
+                                  argv[1], s ? "did you mean '" : "", s ? s : "",
+                                  s ? "'? " : "");
+    }
     int c, ac = argc - 1; /* the action is getopt's argv[0] */
     char **av = argv + 1;
     optind = 1;
@@ -85,12 +96,12 @@ static int parse(int argc, char **argv, struct opts *o, bool *help)
             *help = true;
             return 0;
         default:
-            return cs_cli_usage_error("mps", "unknown option or missing value: '%s' (see "
-                                      "--help)", av[optind - 1]);
+            return cs_cli_unknown_option("mps", av[optind - 1], usage);
         }
     }
     if (optind < ac)
-        return cs_cli_usage_error("mps", "unexpected argument '%s' (see --help)", av[optind]);
+        return cs_cli_usage_error("mps", "unexpected argument '%s'; GPUs are named with --gpu, "
+                                  "e.g. --gpu 0", av[optind]);
     return 0;
 }
 
@@ -229,8 +240,9 @@ int cs_cmd_mps(int argc, char **argv)
     bool help;
     int rc = parse(argc, argv, &o, &help);
     if (rc || help) {
-        fputs(usage, rc ? stderr : stdout);
-        return rc;
+        if (!rc)
+            fputs(usage, stdout);
+        return rc; /* a usage error said what is wrong in one line */
     }
     static const char *const names[] = {"mps start", "mps stop", "mps status"};
     const char *cmd = names[o.action];

@@ -31,7 +31,10 @@ static const char park_usage[] =
     "  park: moves every process of the tenant off the GPU into host memory;\n"
     "  its next GPU call (or `cushare wake`) brings it back.\n"
     "  LEDGER defaults to $CUDA_DEVICE_MEMORY_SHARED_CACHE.\n"
-    "  --timeout  how long calls in flight may take to finish, ms (default 5000)\n";
+    "  --timeout  how long calls in flight may take to finish, ms (default 5000)\n"
+    "examples:\n"
+    "  cushare park /tmp/team-a.ledger     (its GPU memory moves to host memory)\n"
+    "  cushare wake /tmp/team-a.ledger\n";
 
 /* Test hook of the crash tests: CUSHARE_PARK_KILL_AT=STEP[:INDEX] makes
  * this command SIGKILL itself at that step of the park or wake. */
@@ -82,6 +85,7 @@ static int run(int argc, char **argv, bool park)
     long timeout = 5000;
     int c;
     optind = 1;
+    opterr = 0; /* our messages, with "did you mean" */
     while ((c = getopt_long(argc, argv, "+t:h", opts, NULL)) != -1) {
         switch (c) {
         case 't':
@@ -92,8 +96,7 @@ static int run(int argc, char **argv, bool park)
             fputs(park_usage, stdout);
             return CS_EXIT_OK;
         default:
-            fputs(park_usage, stderr);
-            return CS_EXIT_USAGE;
+            return cs_cli_unknown_option(cmd, argv[optind - 1], park_usage);
         }
     }
     struct cs_ledger l;

@@ -47,21 +47,36 @@
 
 static const char run_usage[] =
     "usage: cushare run [--mem SIZE[,SIZE...]] [--sm PCT[,PCT...]] [--ledger FILE]\n"
-    "                   [--policy default|force|disable] [--priority N] [--exec] [--mps]\n"
-    "                   -- CMD [ARGS...]\n"
-    "  --mem      memory budget: one size for every device, or one per visible device\n"
-    "             (a k/m/g/t binary or B suffix, e.g. 4GiB or 2g,6g; 0 = none)\n"
-    "  --sm       compute share in percent (1..100), one or one per device\n"
-    "  --ledger   the tenant's ledger file (shared by every process of the tenant);\n"
-    "             default: a private one, removed when CMD ends\n"
-    "  --exec     replace cushare with CMD (no signal relay; a private ledger is\n"
-    "             removed by a later run once unused)\n"
-    "  --mps      concurrent mode: CMD is a client of the MPS control daemon of its\n"
-    "             one visible GPU, started if none runs (cushare mps; docs/mps.md)\n"
+    "                   [--policy default|force|disable] [--priority N] [--exec]\n"
+    "                   [--mps] -- CMD [ARGS...]\n"
+    "  --mem       memory budget: one size for every device, or one per device;\n"
+    "              binary units (KiB, MiB, GiB, TiB; k/m/g/t alone mean the same),\n"
+    "              fractions allowed (1.5GiB); 0 = no limit\n"
+    "  --sm        compute share in percent (1..100), one or one per device\n"
+    "  --policy    when the share holds: default = only while another process wants\n"
+    "              the GPU (alone, CMD may use all of it); force = always;\n"
+    "              disable = never (memory budgets still hold)\n"
+    "  --priority  an integer, default 0; a lower number is a higher priority (as\n"
+    "              HAMi's CUDA_TASK_PRIORITY): under --policy default a tenant is\n"
+    "              held to its share only while one of equal or higher priority\n"
+    "              is busy (docs/limiter.md)\n"
+    "  --ledger    the tenant's ledger file (shared by every process of the tenant);\n"
+    "              default: a private one, removed when CMD ends\n"
+    "  --exec      replace cushare with CMD (no signal relay; a private ledger is\n"
+    "              removed by a later run once unused)\n"
+    "  --mps       concurrent mode: CMD is a client of the MPS control daemon of its\n"
+    "              one visible GPU, started if none runs (cushare mps; docs/mps.md)\n"
     "--mem and --sm replace inherited CUDA_DEVICE_MEMORY_LIMIT[_<i>] and\n"
     "CUDA_DEVICE_SM_LIMIT[_<i>] variables for CMD (a note names those that differed).\n"
     "Signals INT, TERM, HUP, QUIT, USR1 and USR2 sent to cushare go on to CMD;\n"
-    "if cushare dies, CMD is killed.\n";
+    "if cushare dies, CMD is killed. The exit status is CMD's; 2 for a usage error.\n"
+    "examples:\n"
+    "  cushare run --mem 4GiB -- python3 train.py\n"
+    "  cushare run --mem 2GiB,6GiB --sm 25,50 -- ./two_gpus\n"
+    "  cushare run --mem 8GiB --sm 30 --policy force -- python3 serve.py\n"
+    "  cushare run --ledger /tmp/team-a.ledger --mem 10GiB -- python3 job1.py\n"
+    "    (job2.py run with the same --ledger shares those 10 GiB)\n"
+    "Sizes, shares and every usage error: docs/cli.md.\n";
 
 extern char **environ;
 
@@ -102,19 +117,16 @@ static int set_list(const char *cmd, const char *var, const char *list, int is_s
                                   "device, e.g. %s", is_size ? "mem" : "sm", list,
                                   is_size ? "2GiB,6GiB" : "25,50");
     for (int i = 0; i < n; i++) {
-        uint64_t size;
-        long pct;
-        if (is_size && cs__parse_size_unit(items[i], &size))
-            return cs_cli_usage_error(cmd, "--mem '%s' is not a size with a unit: use a k/m/g/t "
-                                      "(binary) suffix, e.g. 4GiB, or B for bytes", items[i]);
-        if (!is_size && cs__parse_int(items[i], 0, 100, &pct))
-            return cs_cli_usage_error(cmd, "--sm '%s' is not a percentage from 0 to 100", items[i]);
+        char val[64];
+        int rc = cs_cli_limit_value(cmd, is_size, items[i], val, sizeof val);
+        if (rc)
+            return rc;
         char name[64];
         if (n == 1)
             snprintf(name, sizeof name, "%s", var);
         else
             snprintf(name, sizeof name, "%s_%d", var, i);
-        setenv(name, items[i], 1);
+        setenv(name, val, 1);
     }
     return 0;
 }
@@ -241,6 +253,33 @@ static int make_private_ledger(const struct cs_config *cfg, struct cs_ledger *l)
 }
 
 
+/* --ledger: the file, or the directory it is to be made in, must be
+ * usable now; otherwise a command that never reaches CUDA would end "well"
+ * and a typo would surface only as a CUDA failure of a later program. */
+static int check_ledger_path(const char *path)
+{
+    if (access(path, F_OK) == 0) {
+        if (access(path, R_OK | W_OK))
+            return cs_cli_usage_error("run", "--ledger %s: %s; give a ledger file you may read "
+                                      "and write", path, strerror(errno));
+        return 0;
+    }
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%.*s", (int)(strrchr(path, '/') - path), path);
+    if (!dir[0])
+        strcpy(dir, "/");
+    struct stat st;
+    int st_rc = stat(dir, &st);
+    if (st_rc || !S_ISDIR(st.st_mode))
+        return cs_cli_usage_error("run", "--ledger %s: directory %s %s; create it (mkdir -p %s) "
+                                  "or give a path in an existing directory", path, dir,
+                                  st_rc ? "does not exist" : "is not a directory", dir);
+    if (access(dir, W_OK | X_OK))
+        return cs_cli_usage_error("run", "--ledger %s: cannot create a file in %s: %s; give a "
+                                  "path in a directory you may write", path, dir, strerror(errno));
+    return 0;
+}
+
 /* Sets `var` for the command; one line when it replaces an inherited
  * value that said something else. */
 static void set_for_command(const char *var, const char *value)
@@ -343,6 +382,7 @@ int cs_cmd_run(int argc, char **argv)
     const char *ledger = NULL, *mem = NULL, *sm = NULL;
     int do_exec = 0, mps = 0, c, rc;
     optind = 1;
+    opterr = 0; /* our messages, with "did you mean" */
     while ((c = getopt_long(argc, argv, "+m:s:l:p:P:eh", opts, NULL)) != -1) {
         switch (c) {
         case 'm':
@@ -353,18 +393,23 @@ int cs_cmd_run(int argc, char **argv)
             break;
         case 'l':
             if (optarg[0] != '/')
-                return cs_cli_usage_error("run", "--ledger needs an absolute path");
+                return cs_cli_usage_error("run", "--ledger '%s' is relative; give an absolute "
+                                          "path, e.g. --ledger $PWD/%s", optarg, optarg);
+            if ((rc = check_ledger_path(optarg)))
+                return rc;
             ledger = optarg;
             break;
         case 'p':
             if (strcmp(optarg, "default") && strcmp(optarg, "force") && strcmp(optarg, "disable"))
-                return cs_cli_usage_error("run", "--policy must be default, force or disable");
+                return cs_cli_usage_error("run", "--policy '%s' is not a policy; give default, "
+                                          "force or disable (cushare help run)", optarg);
             setenv("GPU_CORE_UTILIZATION_POLICY", optarg, 1);
             break;
         case 'P': {
             long v;
             if (cs__parse_int(optarg, INT_MIN, INT_MAX, &v))
-                return cs_cli_usage_error("run", "--priority must be an integer");
+                return cs_cli_usage_error("run", "--priority '%s' is not an integer; e.g. "
+                                          "--priority 1", optarg);
             setenv("CUDA_TASK_PRIORITY", optarg, 1);
             break;
         }
@@ -378,8 +423,7 @@ int cs_cmd_run(int argc, char **argv)
             fputs(run_usage, stdout);
             return CS_EXIT_OK;
         default:
-            fputs(run_usage, stderr);
-            return CS_EXIT_USAGE;
+            return cs_cli_unknown_option("run", argv[optind - 1], run_usage);
         }
     }
     if (mem && (rc = own_limits("--mem", "CUDA_DEVICE_MEMORY_LIMIT", mem, 1)))
@@ -387,8 +431,8 @@ int cs_cmd_run(int argc, char **argv)
     if (sm && (rc = own_limits("--sm", "CUDA_DEVICE_SM_LIMIT", sm, 0)))
         return rc;
     if (optind >= argc) {
-        fputs(run_usage, stderr);
-        return cs_cli_usage_error("run", "missing command: cushare run [OPTIONS] -- CMD [ARGS...]");
+        return cs_cli_usage_error("run", "no command to run; e.g. cushare run --mem 4GiB -- "
+                                  "python3 train.py (cushare help run)");
     }
     char lib[PATH_MAX];
     if (cs_cli_find_library("run", lib, sizeof lib))

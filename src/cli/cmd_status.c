@@ -1,7 +1,9 @@
 /*
  * `cushare status [--json] [--no-reap] [LEDGER]`: devices and processes of
- * a ledger (never creates, never claims a slot). LEDGER defaults to
- * $CUDA_DEVICE_MEMORY_SHARED_CACHE. Before it is shown, slots of dead
+ * a ledger (never creates, never claims a slot). Without LEDGER: the node
+ * view (every tenant), except that a person inside a tenant
+ * ($CUDA_DEVICE_MEMORY_SHARED_CACHE set, no --json) sees that tenant's
+ * ledger, the one they mean. Before it is shown, slots of dead
  * processes are reaped and the aggregates healed, as before any view
  * (docs/ledger.md); --no-reap, or a ledger the caller may not write, shows
  * it untouched, dead slots included. Humans get MiB; --json gives one
@@ -16,13 +18,22 @@
 #include "cli/status_model.h"
 
 static const char usage[] =
-    "usage: cushare status [--json] [--no-reap] [LEDGER]\n"
-    "       cushare status --json [--registry DIR/BASE] [--scan DIR]... [--no-scan]\n"
+    "usage: cushare status [--json] [--registry DIR/BASE] [--scan DIR]... [--no-scan]\n"
+    "       cushare status [--json] [--no-reap] LEDGER\n"
+    "  without LEDGER: every tenant of the node (the node view, docs/node.md), as\n"
+    "  `cushare top --once`; inside a tenant ($CUDA_DEVICE_MEMORY_SHARED_CACHE set)\n"
+    "  without --json: that tenant's ledger\n"
+    "  --json     one JSON object (integer bytes, stable keys)\n"
     "  --no-reap  show the ledger as it is: do not reap dead processes' slots first\n"
-    "  --json without LEDGER: every tenant of the node (the node view, docs/node.md)\n";
+    "  --registry, --scan, --no-scan  where tenants are found, as for `cushare top`\n"
+    "examples:\n"
+    "  cushare status\n"
+    "  cushare status /tmp/team-a.ledger\n"
+    "  cushare status --json | python3 -m json.tool\n";
 
-/* The node view as JSON: two samples a second apart, so rates exist. */
-static int node_json(const struct cs_node_where *w)
+/* The node view, two samples a second apart so that rates exist: as
+ * JSON, or as `cushare top --once` prints it (80 columns, no keys line). */
+static int node_view(const struct cs_node_where *w, bool json)
 {
     struct cs_node_model *m = cs_node_model_new(w);
     if (!m) {
@@ -30,7 +41,12 @@ static int node_json(const struct cs_node_where *w)
         return CS_EXIT_FAIL;
     }
     cs_node_model_settle(m, 1000, 2);
-    cs_node_print_json(stdout, m);
+    if (json) {
+        cs_node_print_json(stdout, m);
+    } else {
+        struct cs_node_top_opts o = {.width = 80, .sort = CS_NODE_SORT_MEM, .selected = -1};
+        cs_node_print_top(stdout, m, &o);
+    }
     cs_node_model_free(m);
     return fflush(stdout) == 0 ? CS_EXIT_OK : CS_EXIT_FAIL;
 }
@@ -61,20 +77,22 @@ int cs_cmd_status(int argc, char **argv)
             if (i + 1 < argc)
                 path = argv[++i];
             if (i + 1 < argc)
-                return cs_cli_usage_error("status", "too many arguments (see --help)");
+                return cs_cli_usage_error("status", "one LEDGER at most after --; see cushare "
+                                          "help status");
         } else if (argv[i][0] == '-' && argv[i][1]) {
-            return cs_cli_usage_error("status", "unknown option '%s' (see --help)", argv[i]);
+            return cs_cli_unknown_option("status", argv[i], usage);
         } else if (path) {
-            return cs_cli_usage_error("status", "one LEDGER at most (see --help)");
+            return cs_cli_usage_error("status", "one LEDGER at most, got '%s' after '%s'; see "
+                                      "cushare help status", argv[i], path);
         } else {
             path = argv[i];
         }
     }
-    if (json && !path)
-        return node_json(&where);
+    if (!path && (json || node_opts || !getenv("CUDA_DEVICE_MEMORY_SHARED_CACHE")))
+        return node_view(&where, json);
     if (node_opts)
-        return cs_cli_usage_error("status", "--registry, --scan and --no-scan go with --json "
-                                            "and no LEDGER (the node view)");
+        return cs_cli_usage_error("status", "--registry, --scan and --no-scan choose the node "
+                                            "view; drop them or the LEDGER");
     struct cs_ledger l;
     rc = cs_status_open("status", path, reap, &l);
     if (rc != CS_EXIT_OK)

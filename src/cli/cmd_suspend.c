@@ -34,7 +34,10 @@ static const char suspend_usage[] =
     "  Pauses (resumes) every process of the tenant at its next GPU call.\n"
     "  LEDGER defaults to $CUDA_DEVICE_MEMORY_SHARED_CACHE.\n"
     "  --timeout  how long to wait for the processes (default 5)\n"
-    "  --no-wait  set the request and return at once\n";
+    "  --no-wait  set the request and return at once\n"
+    "examples:\n"
+    "  cushare suspend /tmp/team-a.ledger   (each process stops at its next GPU call)\n"
+    "  cushare resume /tmp/team-a.ledger\n";
 
 static int64_t now_ms(void)
 {
@@ -82,11 +85,13 @@ static int run(int argc, char **argv, bool suspend)
     bool wait = true;
     int c;
     optind = 1;
+    opterr = 0; /* our messages, with "did you mean" */
     while ((c = getopt_long(argc, argv, "+t:nh", opts, NULL)) != -1) {
         switch (c) {
         case 't':
             if (cs__parse_int(optarg, 0, 86400, &timeout))
-                return cs_cli_usage_error(cmd, "--timeout must be whole seconds (0..86400)");
+                return cs_cli_usage_error(cmd, "--timeout '%s' is not whole seconds from 0 to "
+                                          "86400; e.g. --timeout 10", optarg);
             break;
         case 'n':
             wait = false;
@@ -95,8 +100,7 @@ static int run(int argc, char **argv, bool suspend)
             fputs(suspend_usage, stdout);
             return CS_EXIT_OK;
         default:
-            fputs(suspend_usage, stderr);
-            return CS_EXIT_USAGE;
+            return cs_cli_unknown_option(cmd, argv[optind - 1], suspend_usage);
         }
     }
     struct cs_ledger l;

@@ -30,15 +30,27 @@
 #define REFRESH_MS 500
 
 static const char usage[] =
-    "usage: cushare top [--once [--samples N]] [--interval MS] [--registry DIR/BASE] [--scan DIR]...\n"
-    "                   [--no-scan]\n"
+    "usage: cushare top [--once [--samples N]] [--interval MS] [--registry DIR/BASE]\n"
+    "                   [--scan DIR]... [--no-scan]\n"
     "       cushare top [--once] [--no-reap] LEDGER\n"
-    "  without LEDGER: every tenant of the node (keys: m/s sort, j/k move, enter expands, q quits)\n"
+    "  without LEDGER: every tenant of the node\n"
+    "    (keys: m/s sort, j/k move, enter expands, q quits)\n"
+    "  --once          print one frame and exit (also when stdout is no terminal)\n"
     "  --interval MS   refresh period of the node view (default 1000, 100..60000)\n"
-    "  --samples N     with --once (or no terminal): sample N times, --interval apart, before\n"
-    "                  the one frame, for its history (default 2, the least rates need)\n"
-    "  --registry P    the node registry DIR/BASE (default $CUSHARE_REGISTRY or " CS_REG_DEFAULT_PATH ")\n"
-    "  --scan DIR      look for ledgers in DIR and its subdirectories (default " CS_NODE_DEFAULT_SCAN ")\n";
+    "  --samples N     with --once (or no terminal): sample N times, --interval\n"
+    "                  apart, before the one frame, for its history (default 2,\n"
+    "                  the least rates need)\n"
+    "  --registry P    the node registry DIR/BASE\n"
+    "                  (default $CUSHARE_REGISTRY or " CS_REG_DEFAULT_PATH ")\n"
+    "  --scan DIR      look for ledgers in DIR and its subdirectories\n"
+    "                  (default " CS_NODE_DEFAULT_SCAN ")\n"
+    "  --no-scan       do not scan; the registry only\n"
+    "  --no-reap       with LEDGER: do not reap dead processes' slots first\n"
+    "The frame ends with a legend of its columns and flags (docs/node.md).\n"
+    "examples:\n"
+    "  cushare top\n"
+    "  cushare top --once --samples 5 > node.txt\n"
+    "  cushare top /tmp/team-a.ledger\n";
 
 static volatile sig_atomic_t got_signal;
 static struct termios saved_termios;
@@ -116,7 +128,7 @@ static char *render(struct cs_ledger *l, struct cs_status *st, bool live)
         return NULL;
     cs_status_settle(l);
     cs_status_snapshot(l, st);
-    cs_status_print_top(f, st, term_width());
+    cs_status_print_top(f, st, term_width(), live && isatty(STDIN_FILENO));
     if (fclose(f) != 0)
         return NULL;
     if (!live)
@@ -228,6 +240,7 @@ static int node_top(bool once, int interval_ms, int samples, const struct cs_nod
     }
     setup_terminal();
     const bool keys = isatty(STDIN_FILENO);
+    o.keys = keys; /* only where keys are read */
     o.selected = 0;
     bool quit = false;
     int64_t next = 0;
@@ -301,9 +314,10 @@ int cs_cmd_top(int argc, char **argv)
             fputs(usage, stdout);
             return CS_EXIT_OK;
         } else if (argv[i][0] == '-' && argv[i][1]) {
-            return cs_cli_usage_error("top", "unknown option '%s' (see --help)", argv[i]);
+            return cs_cli_unknown_option("top", argv[i], usage);
         } else if (path) {
-            return cs_cli_usage_error("top", "one LEDGER at most (see --help)");
+            return cs_cli_usage_error("top", "one LEDGER at most, got '%s' after '%s'; see "
+                                      "cushare help top", argv[i], path);
         } else {
             path = argv[i];
         }

@@ -588,6 +588,8 @@ void cs_mps_probe(const struct cs_mps *m, const char *uuid, struct cs_mps_daemon
         if (control(m, d, uuid, line, out, sizeof out) == 0)
             d->nclients += parse_pids(out, d->clients + d->nclients,
                                       CS_MPS_MAX_CLIENTS - d->nclients);
+        else
+            d->clients_unknown = true;
     }
 }
 
@@ -893,13 +895,16 @@ static void list_pids(char *out, size_t len, const pid_t *v, int n)
         o += (size_t)snprintf(out + o, len - o, "%s%d", i ? ", " : "", (int)v[i]);
 }
 
-/* Under the lock: the daemon answered; quit it unless it has clients. */
+/* Under the lock: the daemon answered; quit it unless it has clients.
+ * An MPS server outlives its last client (NVIDIA's daemon keeps it until
+ * `quit`), so a server alone is no reason to refuse: only clients listed,
+ * or a server that would not say whether it has any. */
 static int stop_running(const struct cs_mps *m, const char *uuid, struct cs_mps_daemon *d,
                         bool force, char *did, size_t len)
 {
     char pids[512];
     list_pids(pids, sizeof pids, d->clients, d->nclients);
-    if (d->nservers && !force) {
+    if ((d->nclients || d->clients_unknown) && !force) {
         fail_msg(m, uuid, "the MPS control daemon (pid %d) serves clients (pids %s): not "
                  "stopped; --force asks it to quit anyway (NVIDIA's daemon then takes no new "
                  "clients and exits when these end)", (int)d->pid,
@@ -918,7 +923,7 @@ static int stop_running(const struct cs_mps *m, const char *uuid, struct cs_mps_
         return CS_EXIT_FAIL;
     }
     remove_stale(d);
-    if (d->nservers)
+    if (d->nclients)
         snprintf(did, len, "stopped (pid %d; its clients %s lost MPS)", (int)d->pid, pids);
     else
         snprintf(did, len, "stopped (pid %d)", (int)d->pid);

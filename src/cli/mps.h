@@ -66,6 +66,7 @@ struct cs_mps_daemon {
     pid_t stale_pid;            /* cs_mps_start: the dead daemon whose state it
                                    removed (CS_MPS_RESTARTED), 0 unknown */
     int nservers, nclients;
+    bool clients_unknown;       /* a server's get_client_list went unanswered */
     pid_t servers[CS_MPS_MAX_SERVERS];
     pid_t clients[CS_MPS_MAX_CLIENTS];
 };

@@ -35,6 +35,7 @@ static uint64_t wall_ns(void)
 
 struct nvml_api {
     bool tried, ok;
+    char problem[96];                       /* why not ok; "" when ok */
     nvmlReturn_t (*init)(void);
     nvmlReturn_t (*count)(unsigned int *);
     nvmlReturn_t (*handle)(unsigned int, nvmlDevice_t *);
@@ -54,8 +55,10 @@ static bool nvml_load(void)
         return nv.ok;
     nv.tried = true;
     void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!h)
+    if (!h) {
+        snprintf(nv.problem, sizeof nv.problem, "libnvidia-ml.so.1 not found (no NVIDIA driver?)");
         return false;
+    }
     nv.init = (nvmlReturn_t(*)(void))dlsym(h, "nvmlInit_v2");
     nv.count = (nvmlReturn_t(*)(unsigned int *))dlsym(h, "nvmlDeviceGetCount_v2");
     nv.handle = (nvmlReturn_t(*)(unsigned int, nvmlDevice_t *))dlsym(h, "nvmlDeviceGetHandleByIndex_v2");
@@ -68,7 +71,15 @@ static bool nvml_load(void)
                                 unsigned long long))dlsym(h, "nvmlDeviceGetProcessUtilization");
     nv.mps = (nvmlReturn_t(*)(nvmlDevice_t, unsigned int *, nvmlProcessInfo_t *))dlsym(
         h, "nvmlDeviceGetMPSComputeRunningProcesses_v3");
-    nv.ok = nv.init && nv.count && nv.handle && nv.uuid && nv.init() == NVML_SUCCESS;
+    if (!nv.init || !nv.count || !nv.handle || !nv.uuid) {
+        snprintf(nv.problem, sizeof nv.problem, "libnvidia-ml.so.1 lacks nvmlInit_v2 or the "
+                 "device queries");
+        return false;
+    }
+    nvmlReturn_t r = nv.init();
+    if (r != NVML_SUCCESS)
+        snprintf(nv.problem, sizeof nv.problem, "nvmlInit failed (NVML error %d)", (int)r);
+    nv.ok = r == NVML_SUCCESS;
     return nv.ok;
 }
 
@@ -189,6 +200,11 @@ static void sample_gpus(struct cs_node_model *m)
         sample_mps(g, d);
         m->ngpus++;
     }
+}
+
+const char *cs_node_nvml_problem(void)
+{
+    return nv.tried && !nv.ok ? nv.problem : NULL;
 }
 
 int cs_node_nvml_uuids(char (*uuid)[48], int max)

@@ -126,6 +126,10 @@ void cs_node_model_refresh(struct cs_node_model *m);
  * (`cushare mps` uses it too). */
 int cs_node_nvml_uuids(char (*uuid)[48], int max);
 
+/* Why NVML gave no GPUs (after a refresh): "libnvidia-ml.so.1 not found",
+ * "nvmlInit failed (error N)", ...; NULL when it answered. */
+const char *cs_node_nvml_problem(void);
+
 /* The GPU (index into m->gpu) a tenant's device d is on, -1 unknown. */
 int cs_node_gpu_of(const struct cs_node_model *m, const struct cs_node_tenant *t, int d);
 uint64_t cs_node_dev_used(const struct cs_node_tenant *t, int d);
@@ -140,7 +144,11 @@ struct cs_node_top_opts {
     enum cs_node_sort sort;
     int selected;                           /* row cursor (tenant rank), -1 none */
     const bool *expanded;                   /* per tenant rank in m->tenant, or NULL */
+    bool keys;                              /* interactive: show the keys line */
 };
+/* Why a limited tenant is above its share on device d ("FREE": not
+ * contended under policy default; "OFF": policy disable), NULL if held. */
+const char *cs_node_unheld_reason(const struct cs_node_tenant *t, int d);
 void cs_node_print_top(FILE *out, const struct cs_node_model *m,
                        const struct cs_node_top_opts *o);
 void cs_node_print_json(FILE *out, const struct cs_node_model *m);

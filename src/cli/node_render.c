@@ -14,9 +14,11 @@
 
 #define MIB (1024.0 * 1024.0)
 #define HIST_W_MAX 16
-#define FLAGS_W 8       /* "SUSP MPS" */
-/* Row width without the history: 80 columns leave it 5. */
-#define ROW_W (67 + FLAGS_W)
+#define FLAGS_W 8       /* "SUSP MPS", "FREE MPS" */
+#define NAME_W 16       /* the tenant column at least; longer names widen it */
+/* Row width without the history and beyond NAME_W: 80 columns leave the
+ * history 4. */
+#define ROW_W (68 + FLAGS_W)
 
 static const char ramp[] = " .:-=+*#"; /* sparkline levels, ASCII */
 
@@ -42,23 +44,45 @@ static const char *tenant_name(const struct cs_node_tenant *t, char *out, size_t
                                     : s ? s + 1 : t->where.path);
 }
 
+/* HOSTPID: how most of the tenant's processes learnt the pid NVML knows
+ * them by, in at most 7 letters (the legend says what each means). */
 static const char *best_tier(const struct cs_node_tenant *t)
 {
     int best = -1;
     for (int i = 0; i < CS_IDENTITY_NTIERS; i++)
         if (t->tiers[i] && (best < 0 || t->tiers[i] > t->tiers[best]))
             best = i;
+    if (best == CS_IDENTITY_NVML_NS)
+        return "own-ns";
     return best < 0 ? "-" : cs__ledger_identity_name((uint32_t)best);
 }
 
+/* Why a limited tenant runs above its share on device d, from what the
+ * view knows (policy, pacing): "OFF" under policy disable; "FREE" under
+ * the default policy while it is not paced, since that policy holds the
+ * share only while another tenant wants the GPU. NULL: held, or within a
+ * few points of its limit. */
+const char *cs_node_unheld_reason(const struct cs_node_tenant *t, int d)
+{
+    const uint32_t lim = t->devinfo[d].sm_limit;
+    if (!lim || t->gone || t->suspended || t->dev[d].share * 100.0 < (double)lim + 5.0)
+        return NULL;
+    if (t->policy == CS_POLICY_DISABLE)
+        return "OFF";
+    if (t->policy == CS_POLICY_DEFAULT && t->throttled < 0.01)
+        return "FREE";
+    return NULL;
+}
+
 /* FLAGS of a tenant's device row: GONE alone; else PARKED / PARKING /
- * WAKING (off the GPU, docs/parking.md), SUSP (suspended), STARVED
- * and MPS (some process is an MPS client of this GPU), as many as fit
- * FLAGS_W in that order (STARVED leaves MPS to the process rows); "-". */
+ * WAKING (off the GPU, docs/parking.md), SUSP (suspended), why it is above
+ * its share (FREE, OFF), STARVED and MPS (some process is an MPS client of
+ * this GPU), as many as fit FLAGS_W in that order (STARVED leaves MPS to
+ * the process rows); "-". */
 static void flags_text(const struct cs_node_tenant *t, int d, char *out, size_t n)
 {
     const char *word[] = {cs_status_park_word(&t->park), t->suspended ? "SUSP" : NULL,
-                          t->dev[d].starved ? "STARVED" : NULL,
+                          cs_node_unheld_reason(t, d), t->dev[d].starved ? "STARVED" : NULL,
                           t->dev[d].nmps ? "MPS" : NULL};
     size_t len = 0;
     snprintf(out, n, "%s", t->gone ? "GONE" : "-");
@@ -128,11 +152,14 @@ static void processes(FILE *out, const struct cs_node_tenant *t, int d)
     }
 }
 
-static void tenant_row(FILE *out, const struct cs_node_tenant *t, int d, bool sel, int hist_w)
+/* The tenant's name in full: a name longer than the column gets a line
+ * of its own (wrapped, never cut), and its row starts blank under it. */
+static void tenant_row(FILE *out, const struct cs_node_tenant *t, int d, bool sel, int hist_w,
+                       int name_w)
 {
     const struct cs_status_device *i = &t->devinfo[d];
     const struct cs_node_tenant_dev *v = &t->dev[d];
-    char lim[16], share[16], thr[8], fl[FLAGS_W + 1], name[17];
+    char lim[16], share[16], thr[8], fl[FLAGS_W + 1], name[4096];
     if (i->limit)
         snprintf(lim, sizeof lim, "%.0f", (double)i->limit / MIB);
     else
@@ -145,10 +172,17 @@ static void tenant_row(FILE *out, const struct cs_node_tenant *t, int d, bool se
         snprintf(share, sizeof share, "  -/-  ");
     snprintf(thr, sizeof thr, "%3.0f", t->throttled * 100);
     flags_text(t, d, fl, sizeof fl);
-    fprintf(out, "%c %-16.16s %8.1f %7s %7s ", sel ? '>' : ' ', tenant_name(t, name, sizeof name),
-            (double)i->used / MIB, lim, share);
+    const char *shown = tenant_name(t, name, sizeof name);
+    int len = (int)strlen(shown);
+    if (len > name_w) {
+        fprintf(out, "%c %s\n", sel ? '>' : ' ', shown);
+        fprintf(out, "  %*s ", name_w, "");
+    } else {
+        fprintf(out, "%c %-*s ", sel ? '>' : ' ', name_w, shown);
+    }
+    fprintf(out, "%8.1f %7s %7s ", (double)i->used / MIB, lim, share);
     spark(out, t, d, hist_w);
-    fprintf(out, " %3s %-*s %3" PRId32 " %3d %.8s\n", thr, FLAGS_W, fl, t->priority, t->nproc,
+    fprintf(out, " %3s %-*s %3" PRId32 " %3d %s\n", thr, FLAGS_W, fl, t->priority, t->nproc,
             best_tier(t));
 }
 
@@ -158,7 +192,7 @@ static void gpu_line(FILE *out, const struct cs_node_gpu *g, int width)
     if (g->nvml_index >= 0)
         snprintf(idx, sizeof idx, "%d", g->nvml_index);
     else
-        snprintf(idx, sizeof idx, "?");
+        snprintf(idx, sizeof idx, "-");
     char util[16];
     if (g->util >= 0)
         snprintf(util, sizeof util, "%d%%", g->util);
@@ -172,12 +206,46 @@ static void gpu_line(FILE *out, const struct cs_node_gpu *g, int width)
             (double)g->mem_total / MIB);
     fprintf(out, "      %s\n",
             g->uuid[0] ? cs_text_terminal(uuid, sizeof uuid, g->uuid) : "(uuid not yet known)");
+    if (g->nvml_index < 0) {
+        /* Known from tenants' ledgers only: say why NVML does not tell. */
+        const char *why = cs_node_nvml_problem();
+        fprintf(out, "      no index, name, utilisation or total:\n      %s\n",
+                why ? why : "NVML does not list this GPU");
+    }
 }
 
-static void header_row(FILE *out, int hist_w)
+static void header_row(FILE *out, int hist_w, int name_w)
 {
-    fprintf(out, "  %-16s %8s %7s %7s %-*s %3s %-*s %3s %3s %s\n", "TENANT", "MEM MiB", "LIM MiB",
-            "SM%/LIM", hist_w, "HISTORY", "THR", FLAGS_W, "FLAGS", "PRI", "NP", "ID");
+    fprintf(out, "  %-*s %8s %7s %7s %-*s %3s %-*s %3s %3s %s\n", name_w, "TENANT", "MEM MiB",
+            "LIM MiB", "SM%/LIM", hist_w, "HISTORY", "THR", FLAGS_W, "FLAGS", "PRI", "NP",
+            "HOSTPID");
+}
+
+/* What every column and flag means, each line within 80 columns. */
+static void legend(FILE *out)
+{
+    fputs("TENANT ledger file or container  MEM/LIM used and budget  SM%/LIM compute share\n"
+          "achieved over 3 s / limit  HISTORY that share, oldest left  THR % of time paced\n"
+          "PRI priority (lower = first)  NP processes  HOSTPID how host pids were learnt:\n"
+          "own-ns (NVML sees our pid), broker, procfs, probe, failed, unknown\n"
+          "FLAGS: PARKED/PARKING/WAKING off the GPU (cushare park)  SUSP suspended\n"
+          "FREE above its share, not contended (policy default holds it only while\n"
+          "others want the GPU)  OFF policy disable  STARVED waits for the GPU\n"
+          "MPS client of the GPU's MPS daemon  GONE tenant ended\n", out);
+}
+
+/* The tenant column: as wide as the longest name, as far as the width
+ * leaves room beside the smallest history; longer names wrap. */
+static int name_width(const struct cs_node_model *m, int width)
+{
+    int want = NAME_W;
+    char name[4096];
+    for (int i = 0; i < m->ntenants; i++) {
+        int len = (int)strlen(tenant_name(m->tenant[i], name, sizeof name));
+        want = len > want ? len : want;
+    }
+    int room = width - ROW_W - 4 + NAME_W;
+    return want < room ? want : room < NAME_W ? NAME_W : room;
 }
 
 /* What discovery left out, said where the administrator looks (each
@@ -204,8 +272,11 @@ void cs_node_print_top(FILE *out, const struct cs_node_model *m, const struct cs
         live += !m->tenant[i]->gone;
     fprintf(out, "cushare top  %s  %d tenant%s  sort %s\n", now, live, live == 1 ? "" : "s",
             o->sort == CS_NODE_SORT_SHARE ? "share" : "memory");
-    fprintf(out, "keys: m/s sort  j/k move  enter expand  q quit\n\n");
-    int hist_w = o->width - ROW_W;
+    if (o->keys)
+        fprintf(out, "keys: m/s sort  j/k move  enter expand  q quit\n");
+    fputc('\n', out);
+    int name_w = name_width(m, o->width);
+    int hist_w = o->width - ROW_W - (name_w - NAME_W);
     hist_w = hist_w < 4 ? 4 : hist_w > HIST_W_MAX ? HIST_W_MAX : hist_w;
     int *idx = malloc(((size_t)m->ntenants + 1) * sizeof *idx);
     if (!idx) {
@@ -226,10 +297,10 @@ void cs_node_print_top(FILE *out, const struct cs_node_model *m, const struct cs
                         gpu_line(out, &m->gpu[g], o->width);
                     else
                         fprintf(out, "GPU not yet known (no CUDA context yet)\n");
-                    header_row(out, hist_w);
+                    header_row(out, hist_w, name_w);
                     any = true;
                 }
-                tenant_row(out, t, d, o->selected == r, hist_w);
+                tenant_row(out, t, d, o->selected == r, hist_w, name_w);
                 compute_line(out, t, d);
                 categories(out, t, d);
                 if (o->expanded && o->expanded[idx[r]])
@@ -250,6 +321,8 @@ void cs_node_print_top(FILE *out, const struct cs_node_model *m, const struct cs
                 cs_text_terminal(reg, sizeof reg,
                                  m->where.registry ? m->where.registry : CS_REG_DEFAULT_PATH));
     notes(out, &m->notes);
+    if (n)
+        legend(out);
 }
 
 /* ---- JSON ---------------------------------------------------------------- */

@@ -405,15 +405,15 @@ static void bar(FILE *out, double frac, int w)
     fputc(']', out);
 }
 
-void cs_status_print_top(FILE *out, const struct cs_status *st, int width)
+void cs_status_print_top(FILE *out, const struct cs_status *st, int width, bool keys)
 {
     char now[32];
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     format_time((uint64_t)ts.tv_sec * 1000000000u, now, sizeof now);
     char path[4096];
-    fprintf(out, "cushare top  %s  %s  (q quits)\n", cs_text_terminal(path, sizeof path, st->path),
-            now);
+    fprintf(out, "cushare top  %s  %s%s\n", cs_text_terminal(path, sizeof path, st->path), now,
+            keys ? "  (q quits)" : "");
     fprintf(out, "policy %s, %d processes, %" PRIu64 " reaped so far\n\n",
             cs_status_policy_name(st->policy), st->nproc, st->reaped);
     int bw = width - 48;

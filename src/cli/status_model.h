@@ -107,7 +107,8 @@ uint64_t cs_status_process_total(const struct cs_status_process *p, int dev);
 
 void cs_status_print_human(FILE *out, const struct cs_status *st);
 void cs_status_print_json(FILE *out, const struct cs_status *st);
-/* One screen of `top`, `width` columns wide (no cursor movement). */
-void cs_status_print_top(FILE *out, const struct cs_status *st, int width);
+/* One screen of `top`, `width` columns wide (no cursor movement); `keys`:
+ * keys are read, so the frame says how to quit. */
+void cs_status_print_top(FILE *out, const struct cs_status *st, int width, bool keys);
 
 #endif

@@ -55,17 +55,86 @@ int cs__parse_size(const char *s, uint64_t *out)
     return parse_size(s, out, &has_unit);
 }
 
+/* The fraction ".ddd" of a binary unit 2^shift, in bytes, rounded to the
+ * nearest byte: digits past the 18th are below a byte of a TiB. */
+static uint64_t fraction_bytes(const char *digits, size_t n, unsigned shift)
+{
+    unsigned __int128 num = 0, den = 1;
+    for (size_t i = 0; i < n && i < 18; i++) {
+        num = num * 10 + (unsigned)(digits[i] - '0');
+        den *= 10;
+    }
+    return (uint64_t)(((num << shift) + den / 2) / den);
+}
+
+enum cs_size_typed cs__parse_size_typed(const char *s, uint64_t *out)
+{
+    if (!s)
+        return CS_SIZE_NOT_A_SIZE;
+    if (s[0] == '-' && (isdigit((unsigned char)s[1]) || s[1] == '.'))
+        return CS_SIZE_NEGATIVE;
+    const char *p = s;
+    while (isdigit((unsigned char)*p))
+        p++;
+    const char *frac = NULL;
+    size_t nfrac = 0;
+    if (*p == '.') {
+        frac = ++p;
+        while (isdigit((unsigned char)*p))
+            p++;
+        nfrac = (size_t)(p - frac);
+    }
+    if (p == s || (frac && !nfrac) || (frac && frac == s + 1))
+        return CS_SIZE_NOT_A_SIZE; /* no digits, "4.", ".5" */
+    unsigned shift = 0;
+    const char *unit = p;
+    switch (*p) {
+    case 'k': case 'K': shift = 10; break;
+    case 'm': case 'M': shift = 20; break;
+    case 'g': case 'G': shift = 30; break;
+    case 't': case 'T': shift = 40; break;
+    default: break;
+    }
+    if (shift) {
+        p++;
+        bool binary = *p == 'i' || *p == 'I';
+        if (binary)
+            p++;
+        if (!binary && (*p == 'b' || *p == 'B') && p[1] == '\0')
+            return CS_SIZE_SI_UNIT; /* "4GB": 10^9 or 2^30? */
+    }
+    if (*p == 'b' || *p == 'B')
+        p++;
+    if (*p != '\0')
+        return CS_SIZE_NOT_A_SIZE;
+    if (p == unit) {
+        bool zero = true;
+        for (const char *q = s; q < unit; q++)
+            zero = zero && (*q == '0' || *q == '.');
+        if (!zero)
+            return CS_SIZE_NO_UNIT;
+    }
+    if (frac && !shift)
+        return CS_SIZE_FRACTION;
+    uint64_t v = 0;
+    for (const char *q = s; isdigit((unsigned char)*q); q++) {
+        unsigned d = (unsigned)(*q - '0');
+        if (v > (UINT64_MAX - d) / 10)
+            return CS_SIZE_TOO_LARGE;
+        v = v * 10 + d;
+    }
+    if (shift && v > (UINT64_MAX >> shift))
+        return CS_SIZE_TOO_LARGE;
+    uint64_t bytes = v << shift, part = frac ? fraction_bytes(frac, nfrac, shift) : 0;
+    if (bytes > UINT64_MAX - part)
+        return CS_SIZE_TOO_LARGE;
+    *out = bytes + part;
+    return CS_SIZE_OK;
+}
+
 int cs__parse_size_unit(const char *s, uint64_t *out)
 {
-    uint64_t v;
-    bool has_unit;
-    int rc = parse_size(s, &v, &has_unit);
-    if (rc)
-        return rc;
-    if (v && !has_unit)
-        return -EINVAL;
-    *out = v;
-    return 0;
+    return cs__parse_size_typed(s, out) == CS_SIZE_OK ? 0 : -EINVAL;
 }
 
 int cs__split_list(char *list, char **items, int max)

@@ -127,10 +127,28 @@ uint32_t cs__config_sm_limit(const struct cs_config *c, int dev);
  * 0, -EINVAL (not a size) or -ERANGE (overflow). */
 int cs__parse_size(const char *s, uint64_t *out);
 
-/* A size a person typed (`cushare run --mem`): as cs__parse_size, but a
- * size other than 0 needs its unit ("3" is refused, "3B", "3GiB" are
- * not), because nobody means a budget of 3 bytes. The environment keeps
- * HAMi's reading of a bare number (bytes), since a control plane writes it. */
+/* What was wrong with a size a person typed (cs__parse_size_typed). */
+enum cs_size_typed {
+    CS_SIZE_OK,
+    CS_SIZE_NOT_A_SIZE,         /* no digits, or letters that are no unit */
+    CS_SIZE_NEGATIVE,           /* "-1GiB" */
+    CS_SIZE_NO_UNIT,            /* "3" (other than 0) */
+    CS_SIZE_SI_UNIT,            /* "4GB": decimal or binary? refused */
+    CS_SIZE_FRACTION,           /* "1.5B": part of a byte */
+    CS_SIZE_TOO_LARGE,          /* past 2^64 - 1 bytes */
+};
+
+/* A size a person typed (`cushare run --mem`, `cdi --mem`): as
+ * cs__parse_size, but a size other than 0 needs its unit ("3" is refused,
+ * "3B", "3GiB" are not), because nobody means a budget of 3 bytes; a
+ * decimal fraction of a k/m/g/t unit is allowed and rounded to the nearest
+ * byte ("1.5GiB"); "kB", "MB", "GB", "TB" are refused, since the units
+ * here are binary and a person writing GB may mean 10^9. The environment
+ * keeps HAMi's reading (bare number = bytes, whole numbers only), since a
+ * control plane writes it. */
+enum cs_size_typed cs__parse_size_typed(const char *s, uint64_t *out);
+
+/* cs__parse_size_typed as 0 or -EINVAL. */
 int cs__parse_size_unit(const char *s, uint64_t *out);
 
 /* Splits a comma-separated list in place: items[] point into `list`.

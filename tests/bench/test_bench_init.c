@@ -376,7 +376,7 @@ static void scenario_usage(void)
     expect_usage("--repeat needs a value", "init", "-n", "2", "--repeat", NULL);
     expect_usage("unknown option '--bogus'", "init", "-n", "2", "--bogus", NULL);
     expect_usage("unexpected argument 'extra'", "init", "-n", "2", "extra", NULL);
-    expect_usage("missing benchmark name", NULL);
+    expect_usage("no benchmark named; give init or limiter", NULL);
     expect_usage("unknown benchmark 'nope'", "nope", NULL);
 }
 

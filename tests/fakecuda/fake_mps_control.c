@@ -30,9 +30,10 @@
  *                      is gone. At most MAX_CLIENTS (48, MPS's client
  *                      limit per device since Volta); one more is answered
  *                      "error too many clients" and closed.
- *   get_server_list    the daemon's pid when it has a client (it stands
- *                      for the one MPS server, which the real daemon starts
- *                      for the first client), nothing otherwise
+ *   get_server_list    the daemon's pid once a client came (it stands for
+ *                      the one MPS server, which the real daemon starts for
+ *                      the first client and keeps after the last one left,
+ *                      until quit), nothing before
  *   get_client_list P  the clients' pids, one a line, when P is that server
  *   set_default_active_thread_percentage N   (0 < N <= 100) -> "N" (%.1f)
  *   get_default_active_thread_percentage     -> "N" (%.1f, default 100.0)
@@ -91,6 +92,7 @@ static struct daemon {
     int listen_fd, sig_fd, pid_fd, log_fd;
     double default_pct;
     int nclients;
+    bool server_up;             /* a client came once: the server runs on */
     bool quitting;
     struct conn conns[MAX_CONNS];
 } D = {.listen_fd = -1, .sig_fd = -1, .pid_fd = -1, .log_fd = -1, .default_pct = 100.0};
@@ -234,6 +236,7 @@ static void register_client(struct conn *c, const char *arg)
     c->kind = CONN_CLIENT;
     c->pid = pid;
     D.nclients++;
+    D.server_up = true;
     reply(c, ok);
     logf_("client %ld connected (%d clients)", pid, D.nclients);
 }
@@ -243,7 +246,7 @@ static void client_list(char *out, size_t len, const char *arg)
     out[0] = '\0';
     char *end;
     long server = strtol(arg, &end, 10);
-    if (end == arg || *end || server != (long)getpid() || !D.nclients)
+    if (end == arg || *end || server != (long)getpid() || !D.server_up)
         return;
     size_t o = 0;
     for (int i = 0; i < MAX_CONNS && o < len; i++)
@@ -278,7 +281,7 @@ static void command(struct conn *c, char *line)
     }
     logf_("command %s%s%s", line, *arg ? " " : "", arg);
     if (!strcmp(line, "get_server_list")) {
-        if (D.nclients)
+        if (D.server_up)
             snprintf(out, sizeof out, "%d\n", (int)getpid());
     } else if (!strcmp(line, "get_client_list")) {
         client_list(out, sizeof out, arg);

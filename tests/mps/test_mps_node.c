@@ -517,16 +517,14 @@ static void case_two_gpus(void)
     check_mps_dir_empty();
 }
 
-static void case_clients(void)
+/* `cushare run --mps --ledger LEDGER` of this program's client role: the
+ * run's pid; *client gets the client's once it is an MPS client. */
+static pid_t start_client(const char *ledger, pid_t *client)
 {
-    char uuid[48];
-    gpu_uuid(0, uuid);
     char self[4200];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
     CHECK(n > 0);
     self[n] = '\0';
-    char ledger[4300];
-    snprintf(ledger, sizeof ledger, "%s", lt_path("t.ledger"));
     int fds[2];
     CHECK(pipe(fds) == 0);
     char fd[16];
@@ -540,8 +538,51 @@ static void case_clients(void)
         _exit(127);
     }
     close(fds[1]);
-    pid_t client;
-    cs_read_full(fds[0], &client, sizeof client, 30000);
+    cs_read_full(fds[0], client, sizeof *client, 30000);
+    close(fds[0]);
+    return run;
+}
+
+static bool status_lists(const char *want)
+{
+    char *s = expect(0, NULL, ARGS("mps", "status", "--json"));
+    bool found = strstr(s, want) != NULL;
+    free(s);
+    return found;
+}
+
+/* Every client has left, the MPS server stays (as NVIDIA's does until
+ * `quit`): a plain `mps stop` stops the daemon, since nobody is served. */
+static void case_clients_left(void)
+{
+    char uuid[48];
+    gpu_uuid(0, uuid);
+    pid_t client, run = start_client(lt_path("left.ledger"), &client);
+    pid_t daemon = daemon_pid(uuid);
+    CHECK(running(daemon));
+    CHECK(kill(run, SIGTERM) == 0); /* relayed to the client */
+    lt_wait(run, 30);
+
+    /* The daemon notices the client's connection end in its own time:
+     * wait for the server to list nobody. */
+    char want[200];
+    snprintf(want, sizeof want, "\"pid\":%d,\"servers\":[%d],\"clients\":[]", (int)daemon,
+             (int)daemon);
+    CS_WAIT_FOR(status_lists(want), 30000, "the daemon to see its client leave");
+    char *s = expect(0, NULL, ARGS("mps", "stop"));
+    snprintf(want, sizeof want, "stopped (pid %d)", (int)daemon);
+    CHECK_CONTAINS(s, want);
+    free(s);
+    CHECK_EQ(waitpid(daemon, NULL, WNOHANG), daemon);
+}
+
+static void case_clients(void)
+{
+    char uuid[48];
+    gpu_uuid(0, uuid);
+    char ledger[4300];
+    snprintf(ledger, sizeof ledger, "%s", lt_path("t.ledger"));
+    pid_t client, run = start_client(ledger, &client);
     pid_t daemon = daemon_pid(uuid);
     CHECK(running(daemon));
 
@@ -582,7 +623,6 @@ static void case_clients(void)
     free(s);
     CHECK(kill(run, SIGTERM) == 0);
     lt_wait(run, 30);
-    close(fds[0]);
 }
 
 /* `fake-nvidia-cuda-mps-control` ARG with `input` on stdin: exit code,
@@ -675,11 +715,16 @@ static void case_fake_daemon(void)
     snprintf(want, sizeof want, "%d\n", (int)getpid());
     CHECK(!strncmp(out, want, strlen(want)));
     free(out);
-    /* Clients gone: no server any more. */
+    /* Clients gone: the server stays (NVIDIA's keeps it until quit), and
+     * lists no client. */
     for (int i = 0; i < 48; i++)
         close(fd[i]);
-    struct list_arg none = {pipe_dir, "get_server_list\n", ""};
+    struct list_arg none = {pipe_dir, query, ""};
     CHECK(cs_wait_until(reply_is, &none, 10000));
+    snprintf(want, sizeof want, "%d\n", (int)daemon);
+    CHECK_EQ(fake_ctl(pipe_dir, NULL, "get_server_list\n", &out), 0);
+    CHECK_STREQ(out, want);
+    free(out);
 
     CHECK_EQ(fake_ctl(pipe_dir, NULL, "quit\n", &out), 0);
     free(out);
@@ -877,6 +922,8 @@ int main(int argc, char **argv)
         case_two_gpus();
     else if (!strcmp(argv[1], "clients"))
         case_clients();
+    else if (!strcmp(argv[1], "clients_left"))
+        case_clients_left();
     else if (!strcmp(argv[1], "fake_daemon"))
         case_fake_daemon();
     else if (!strcmp(argv[1], "lock_held"))

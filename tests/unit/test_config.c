@@ -64,6 +64,36 @@ static void sizes(void)
     CHECK_EQ(cs__parse_size_unit("0", &v), 0);
     CHECK_EQ_U(v, 0);
     CHECK_EQ(cs__parse_size_unit("4x", &v), -EINVAL);
+
+    /* Fractions of a binary unit, rounded to the nearest byte. */
+    CHECK_EQ(cs__parse_size_typed("1.5GiB", &v), CS_SIZE_OK);
+    CHECK_EQ_U(v, 3ull << 29);
+    CHECK_EQ(cs__parse_size_typed("0.5k", &v), CS_SIZE_OK);
+    CHECK_EQ_U(v, 512);
+    CHECK_EQ(cs__parse_size_typed("1.3KiB", &v), CS_SIZE_OK);
+    CHECK_EQ_U(v, 1331); /* 1331.2 */
+    CHECK_EQ(cs__parse_size_typed("1.0007KiB", &v), CS_SIZE_OK);
+    CHECK_EQ_U(v, 1025); /* 1024.7168 rounds up */
+    CHECK_EQ(cs__parse_size_typed("4gib", &v), CS_SIZE_OK);
+    CHECK_EQ_U(v, 4ull << 30);
+    CHECK_EQ(cs__parse_size_typed("4G", &v), CS_SIZE_OK);
+    CHECK_EQ_U(v, 4ull << 30);
+    CHECK_EQ(cs__parse_size_typed("16777215.5TiB", &v), CS_SIZE_OK);
+    CHECK_EQ_U(v, (16777215ull << 40) + (1ull << 39));
+    /* Each mistake has its own answer (the CLI's message names the fix). */
+    CHECK_EQ(cs__parse_size_typed("-1GiB", &v), CS_SIZE_NEGATIVE);
+    CHECK_EQ(cs__parse_size_typed("-.5GiB", &v), CS_SIZE_NEGATIVE);
+    CHECK_EQ(cs__parse_size_typed("4gb", &v), CS_SIZE_SI_UNIT);
+    CHECK_EQ(cs__parse_size_typed("4GB", &v), CS_SIZE_SI_UNIT);
+    CHECK_EQ(cs__parse_size_typed("1.5MB", &v), CS_SIZE_SI_UNIT);
+    CHECK_EQ(cs__parse_size_typed("3", &v), CS_SIZE_NO_UNIT);
+    CHECK_EQ(cs__parse_size_typed("1.5B", &v), CS_SIZE_FRACTION);
+    CHECK_EQ(cs__parse_size_typed("16777216TiB", &v), CS_SIZE_TOO_LARGE);
+    CHECK_EQ(cs__parse_size_typed("16777215.99999999999999999TiB", &v), CS_SIZE_TOO_LARGE); /* 2^64 */
+    const char *junk[] = {"", "GiB", ".5GiB", "4.GiB", "4..5GiB", "4 GiB", "+4GiB", "4GiBs",
+                          "4xB", "1e9B", NULL};
+    for (int i = 0; junk[i]; i++)
+        CHECK_EQ(cs__parse_size_typed(junk[i], &v), CS_SIZE_NOT_A_SIZE);
 }
 
 static void lists(void)

@@ -28,7 +28,7 @@ static const struct run_case cases[] = {
     {NULL, {"--mem", "1GiB,"}, 2, "has an empty value"},
     {NULL, {"--mem", ",1GiB"}, 2, "has an empty value"},
     {NULL, {"--sm", "10,,20"}, 2, "--sm '10,,20' has an empty value"},
-    {NULL, {"--mem", "1GiB,3"}, 2, "--mem '3' is not a size with a unit"},
+    {NULL, {"--mem", "1GiB,3"}, 2, "--mem '3' has no unit"},
     {NULL, {"--mem", "4096"}, 2, "B for bytes"},
     {"CUSHARE_LOG_LEVEL=garbage", {NULL}, 2, "CUSHARE_LOG_LEVEL='garbage' is not valid"},
     {"CUDA_DEVICE_MEMORY_LIMIT_16=1GiB", {NULL}, 2, "CUDA_DEVICE_MEMORY_LIMIT_16=1GiB names no device"},
