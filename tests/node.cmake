@@ -11,3 +11,17 @@ foreach(case top exporter mps)
     ENVIRONMENT "${CS_TEST_ENV};CS_BUILD_DIR=${CMAKE_BINARY_DIR};CS_SOURCE_DIR=${CMAKE_SOURCE_DIR};CUSHARE_LOG_LEVEL=warn;FAKECUDA_MEM=16g;CUSHARE_MPS_CONTROL=${CS_FAKE_DIR}/fake-nvidia-cuda-mps-control"
     TIMEOUT 180 SKIP_RETURN_CODE 77 FIXTURES_REQUIRED stale_ledgers)
 endforeach()
+# node_hostile_<case> (tests/node/test_node_hostile.c): a hostile user
+# against root's node view: a registry filled and squatted (quota), a
+# connection flood from one peer (flood). node_names: tenants' ledger names
+# with terminal escapes and bytes that are not UTF-8, through top, status
+# --json, promtool and a real Prometheus.
+foreach(case quota flood)
+  cs_add_test(node_hostile_${case} SOURCES node/test_node_hostile.c LIBS cs_common
+    ARGS ${case} ENV "CUSHARE_LOG_LEVEL=warn")
+  set_tests_properties(node_hostile_${case} PROPERTIES TIMEOUT 240)
+endforeach()
+add_test(NAME node_names COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/node/test_names.sh)
+set_tests_properties(node_names PROPERTIES
+  ENVIRONMENT "${CS_TEST_ENV};CS_BUILD_DIR=${CMAKE_BINARY_DIR};CS_SOURCE_DIR=${CMAKE_SOURCE_DIR};CUSHARE_LOG_LEVEL=warn;FAKECUDA_MEM=16g"
+  TIMEOUT 180 SKIP_RETURN_CODE 77 FIXTURES_REQUIRED stale_ledgers)

@@ -6,13 +6,20 @@
  * labels: docs/node.md; HAMi's vGPU monitor names are served too, so
  * existing dashboards keep working.
  *
- * Bounded by construction: one thread, one poll loop; at most
- * MAX_CONNS connections (more wait in the kernel's backlog), each with a
+ * Bounded by construction: one thread, one poll loop, non-blocking
+ * sockets; at most MAX_CONNS connections and PEER_MAX of one client
+ * address. Every pending connection is accepted at once, and one over
+ * its address's cap takes the place of that address's oldest connection
+ * still waiting for a request (a full table: of the address holding the
+ * most), so a flood drains from the kernel's backlog instead of queueing
+ * scrapers behind it, and idle connections cannot keep a scraper out. Each connection has a
  * REQ_MAX-byte request buffer and a READ_DEADLINE_MS deadline for its
- * whole request; responses are written with a send timeout, so a client
- * that stops reading costs SEND_TIMEOUT_S at most. The model is sampled
- * every interval whether or not anyone scrapes, so rates are always over
- * the model's window.
+ * whole request, then WRITE_DEADLINE_MS for its whole response, which is
+ * sent as the socket takes it (poll), so a client that stops reading
+ * costs one table entry until its deadline, never the loop. The metrics
+ * text is rendered once per model refresh and shared by every scrape of
+ * it. The model is sampled every interval whether or not anyone scrapes,
+ * so rates are always over the model's window.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -24,18 +31,21 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
 #include "cli/node_model.h"
+#include "cli/text.h"
 #include "core/clock.h"
 #include "core/config.h"
 
-#define MAX_CONNS 16
+#define MAX_CONNS 64
+#define PEER_MAX 4              /* connections one client address may hold */
 #define REQ_MAX 4096
 #define READ_DEADLINE_MS 5000
-#define SEND_TIMEOUT_S 5
+#define WRITE_DEADLINE_MS 10000
 
 static const char usage[] =
     "usage: cushare exporter --listen ADDR:PORT [--interval MS] [--registry DIR/BASE]\n"
@@ -43,13 +53,6 @@ static const char usage[] =
     "  --listen ADDR:PORT  IPv4 address and port to serve GET /metrics on, e.g. 127.0.0.1:9400\n"
     "  --interval MS       sampling period (default 1000, 100..60000)\n"
     "  --registry, --scan, --no-scan  where tenants are found, as for `cushare top`\n";
-
-struct conn {
-    int fd;                     /* -1: free */
-    int64_t deadline_ms;
-    size_t len;
-    char buf[REQ_MAX];
-};
 
 static volatile sig_atomic_t stop_signal;
 
@@ -81,16 +84,12 @@ static int parse_listen(const char *s, struct sockaddr_in *a)
 
 /* ---- Prometheus text ----------------------------------------------------- */
 
+/* Every label value goes through here: ledger paths and container names
+ * are chosen by tenants, and one byte that is not UTF-8 would make
+ * Prometheus drop the whole scrape (every tenant's metrics). */
 static void label_value(FILE *out, const char *s)
 {
-    for (; *s; s++) {
-        if (*s == '\\' || *s == '"')
-            fprintf(out, "\\%c", *s);
-        else if (*s == '\n')
-            fputs("\\n", out);
-        else
-            fputc(*s, out);
-    }
+    cs_text_prom_label(out, s);
 }
 
 static void head(FILE *out, const char *name, const char *type, const char *help)
@@ -262,30 +261,45 @@ static void process_metrics(FILE *out, const struct cs_node_model *m)
     }
 }
 
+/* {uuid="..",index="n"} or HAMi's {deviceidx="n",deviceuuid=".."}. */
+static void gpu_labels(FILE *out, const struct cs_node_gpu *g, bool hami)
+{
+    if (hami)
+        fprintf(out, "{deviceidx=\"%d\",deviceuuid=\"", g->nvml_index);
+    else
+        fputs("{uuid=\"", out);
+    label_value(out, g->uuid);
+    if (hami)
+        fputs("\"}", out);
+    else
+        fprintf(out, "\",index=\"%d\"}", g->nvml_index);
+}
+
 static void gpu_metrics(FILE *out, const struct cs_node_model *m)
 {
-    head(out, "cushare_gpu_memory_total_bytes", "gauge", "Physical memory of the GPU (NVML).");
-    for (int g = 0; g < m->ngpus; g++)
-        fprintf(out, "cushare_gpu_memory_total_bytes{uuid=\"%s\",index=\"%d\"} %" PRIu64 "\n",
-                m->gpu[g].uuid, m->gpu[g].nvml_index, m->gpu[g].mem_total);
-    head(out, "cushare_gpu_memory_used_bytes", "gauge", "Memory in use on the GPU (NVML).");
-    for (int g = 0; g < m->ngpus; g++)
-        fprintf(out, "cushare_gpu_memory_used_bytes{uuid=\"%s\",index=\"%d\"} %" PRIu64 "\n",
-                m->gpu[g].uuid, m->gpu[g].nvml_index, m->gpu[g].mem_used);
-    head(out, "cushare_gpu_utilization_ratio", "gauge", "GPU utilisation (NVML).");
-    for (int g = 0; g < m->ngpus; g++)
-        if (m->gpu[g].util >= 0)
-            fprintf(out, "cushare_gpu_utilization_ratio{uuid=\"%s\",index=\"%d\"} %.2f\n",
-                    m->gpu[g].uuid, m->gpu[g].nvml_index, m->gpu[g].util / 100.0);
-    head(out, "HostGPUMemoryUsage", "gauge", "HAMi name: memory in use on the GPU in bytes.");
-    for (int g = 0; g < m->ngpus; g++)
-        fprintf(out, "HostGPUMemoryUsage{deviceidx=\"%d\",deviceuuid=\"%s\"} %" PRIu64 "\n",
-                m->gpu[g].nvml_index, m->gpu[g].uuid, m->gpu[g].mem_used);
-    head(out, "HostCoreUtilization", "gauge", "HAMi name: GPU utilisation in percent.");
-    for (int g = 0; g < m->ngpus; g++)
-        if (m->gpu[g].util >= 0)
-            fprintf(out, "HostCoreUtilization{deviceidx=\"%d\",deviceuuid=\"%s\"} %d\n",
-                    m->gpu[g].nvml_index, m->gpu[g].uuid, m->gpu[g].util);
+    struct { const char *name, *help; bool hami; int what; } rows[] = {
+        {"cushare_gpu_memory_total_bytes", "Physical memory of the GPU (NVML).", false, 0},
+        {"cushare_gpu_memory_used_bytes", "Memory in use on the GPU (NVML).", false, 1},
+        {"cushare_gpu_utilization_ratio", "GPU utilisation (NVML).", false, 2},
+        {"HostGPUMemoryUsage", "HAMi name: memory in use on the GPU in bytes.", true, 1},
+        {"HostCoreUtilization", "HAMi name: GPU utilisation in percent.", true, 3},
+    };
+    for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
+        head(out, rows[r].name, "gauge", rows[r].help);
+        for (int i = 0; i < m->ngpus; i++) {
+            const struct cs_node_gpu *g = &m->gpu[i];
+            if (rows[r].what >= 2 && g->util < 0)
+                continue;
+            fputs(rows[r].name, out);
+            gpu_labels(out, g, rows[r].hami);
+            switch (rows[r].what) {
+            case 0: fprintf(out, " %" PRIu64 "\n", g->mem_total); break;
+            case 1: fprintf(out, " %" PRIu64 "\n", g->mem_used); break;
+            case 2: fprintf(out, " %.2f\n", g->util / 100.0); break;
+            default: fprintf(out, " %d\n", g->util); break;
+            }
+        }
+    }
 }
 
 void cs_node_print_prom(FILE *out, const struct cs_node_model *m)
@@ -298,63 +312,152 @@ void cs_node_print_prom(FILE *out, const struct cs_node_model *m)
 
 /* ---- HTTP ---------------------------------------------------------------- */
 
-static void write_all(int fd, const char *p, size_t n)
+/* The metrics text of one model refresh, rendered once at its first
+ * scrape and shared by every connection sending it (refs: the cache's one
+ * and one per sending connection; the serving thread only). */
+struct body {
+    int refs;
+    uint64_t refresh;           /* the model's refresh it shows */
+    size_t len;
+    char data[];
+};
+
+static void body_put(struct body *b)
 {
-    while (n) {
-        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return; /* peer gone or send timeout: drop it */
-        p += w;
-        n -= (size_t)w;
-    }
+    if (b && --b->refs == 0)
+        free(b);
 }
 
-static void respond(int fd, const char *status, const char *type, const char *body, size_t len)
-{
-    char hdr[256];
-    int n = snprintf(hdr, sizeof hdr, "HTTP/1.0 %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
-                     "Connection: close\r\n\r\n", status, type, len);
-    write_all(fd, hdr, (size_t)n);
-    write_all(fd, body, len);
-}
+struct conn {
+    int fd;                     /* -1: free */
+    struct in_addr peer;        /* for the per-peer cap */
+    int64_t since_ms;           /* accepted: the oldest goes first */
+    int64_t deadline_ms;        /* of the request, then of the response */
+    bool writing;
+    size_t len;                 /* request bytes, NUL-terminated in buf */
+    char buf[REQ_MAX];
+    char hdr[256];              /* response: hdr[0..hdr_len), then text */
+    size_t hdr_len, sent;       /* bytes of header + text sent */
+    const char *text;
+    size_t text_len;
+    struct body *body;          /* held while text points into it */
+};
 
-static void serve(struct conn *c, const struct cs_node_model *m)
-{
-    if (strncmp(c->buf, "GET ", 4)) {
-        respond(c->fd, "405 Method Not Allowed", "text/plain", "GET only\n", 9);
-        return;
-    }
-    const char *path = c->buf + 4;
-    if (strncmp(path, "/metrics ", 9) && strncmp(path, "/metrics?", 9)) {
-        respond(c->fd, "404 Not Found", "text/plain", "see /metrics\n", 13);
-        return;
-    }
-    char *body = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&body, &len);
-    if (!f) {
-        respond(c->fd, "500 Internal Server Error", "text/plain", "out of memory\n", 14);
-        return;
-    }
-    cs_node_print_prom(f, m);
-    if (fclose(f) == 0)
-        respond(c->fd, "200 OK", "text/plain; version=0.0.4; charset=utf-8", body, len);
-    free(body);
-}
+struct server {
+    int lfd;
+    struct conn conn[MAX_CONNS];
+    struct cs_node_model *m;
+    struct body *cache;         /* the newest rendering, or NULL */
+};
 
 static void conn_close(struct conn *c)
 {
     close(c->fd);
     c->fd = -1;
+    body_put(c->body);
+    c->body = NULL;
+    c->writing = false;
 }
 
-/* Reads what the client sent; serves once the headers are complete. */
-static void conn_read(struct conn *c, const struct cs_node_model *m)
+/* Sends what the socket takes now (it is non-blocking: a client that stops
+ * reading holds its connection until its deadline, never the loop).
+ * Closes the connection once all is sent or the client is gone. */
+static void conn_write(struct conn *c)
+{
+    size_t total = c->hdr_len + c->text_len;
+    while (c->sent < total) {
+        struct iovec v[2];
+        int n = 0;
+        if (c->sent < c->hdr_len)
+            v[n++] = (struct iovec){c->hdr + c->sent, c->hdr_len - c->sent};
+        size_t off = c->sent > c->hdr_len ? c->sent - c->hdr_len : 0;
+        if (c->text_len > off)
+            v[n++] = (struct iovec){(char *)c->text + off, c->text_len - off};
+        struct msghdr msg = {.msg_iov = v, .msg_iovlen = (size_t)n};
+        ssize_t w = sendmsg(c->fd, &msg, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return; /* poll says when it takes more */
+        if (w <= 0)
+            break;
+        c->sent += (size_t)w;
+    }
+    conn_close(c);
+}
+
+/* Starts the response; body (may be NULL for a static text) is held
+ * until it is sent. */
+static void respond(struct conn *c, const char *status, const char *type, const char *text,
+                    size_t len, struct body *body)
+{
+    int n = snprintf(c->hdr, sizeof c->hdr, "HTTP/1.0 %s\r\nContent-Type: %s\r\n"
+                     "Content-Length: %zu\r\nConnection: close\r\n\r\n", status, type, len);
+    c->hdr_len = (size_t)n < sizeof c->hdr ? (size_t)n : sizeof c->hdr - 1;
+    c->text = text;
+    c->text_len = len;
+    c->sent = 0;
+    c->body = body;
+    if (body)
+        body->refs++;
+    c->writing = true;
+    c->deadline_ms = now_ms() + WRITE_DEADLINE_MS;
+    conn_write(c);
+}
+
+static void respond_text(struct conn *c, const char *status, const char *text)
+{
+    respond(c, status, "text/plain", text, strlen(text), NULL);
+}
+
+/* The metrics of the model's last refresh: rendered at most once per
+ * refresh, however many scrape it. NULL when memory is short. */
+static struct body *metrics(struct server *s)
+{
+    if (s->cache && s->cache->refresh == s->m->refreshes)
+        return s->cache;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f)
+        return NULL;
+    cs_node_print_prom(f, s->m);
+    struct body *b = fclose(f) == 0 ? malloc(sizeof *b + len) : NULL;
+    if (b) {
+        b->refs = 1;
+        b->refresh = s->m->refreshes;
+        b->len = len;
+        memcpy(b->data, text, len);
+        body_put(s->cache);
+        s->cache = b;
+    }
+    free(text);
+    return b;
+}
+
+static void serve(struct server *s, struct conn *c)
+{
+    if (strncmp(c->buf, "GET ", 4)) {
+        respond_text(c, "405 Method Not Allowed", "GET only\n");
+        return;
+    }
+    const char *path = c->buf + 4;
+    if (strncmp(path, "/metrics ", 9) && strncmp(path, "/metrics?", 9)) {
+        respond_text(c, "404 Not Found", "see /metrics\n");
+        return;
+    }
+    struct body *b = metrics(s);
+    if (!b)
+        respond_text(c, "500 Internal Server Error", "out of memory\n");
+    else
+        respond(c, "200 OK", "text/plain; version=0.0.4; charset=utf-8", b->data, b->len, b);
+}
+
+/* Reads what the client sent; answers once the headers are complete. */
+static void conn_read(struct server *s, struct conn *c)
 {
     ssize_t n = recv(c->fd, c->buf + c->len, sizeof c->buf - 1 - c->len, 0);
-    if (n < 0 && errno == EINTR)
+    if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
         return;
     if (n <= 0) {
         conn_close(c);
@@ -362,78 +465,135 @@ static void conn_read(struct conn *c, const struct cs_node_model *m)
     }
     c->len += (size_t)n;
     c->buf[c->len] = 0;
-    if (strstr(c->buf, "\r\n\r\n") || strstr(c->buf, "\n\n")) {
-        serve(c, m);
-        conn_close(c);
-    } else if (c->len == sizeof c->buf - 1) {
-        respond(c->fd, "431 Request Header Fields Too Large", "text/plain", "too large\n", 10);
-        conn_close(c);
+    if (strstr(c->buf, "\r\n\r\n") || strstr(c->buf, "\n\n"))
+        serve(s, c);
+    else if (c->len == sizeof c->buf - 1)
+        respond_text(c, "431 Request Header Fields Too Large", "too large\n");
+}
+
+/* The oldest connection of `peer` still waiting for its request (a
+ * connection sending a response is never given up), or -1. */
+static int oldest_waiting(const struct server *s, struct in_addr peer)
+{
+    int oldest = -1;
+    for (int i = 0; i < MAX_CONNS; i++) {
+        const struct conn *c = &s->conn[i];
+        if (c->fd >= 0 && !c->writing && c->peer.s_addr == peer.s_addr &&
+            (oldest < 0 || c->since_ms < s->conn[oldest].since_ms))
+            oldest = i;
+    }
+    return oldest;
+}
+
+/* Where a new connection from `peer` goes: a free entry while the peer
+ * holds fewer than PEER_MAX; else the peer's own oldest connection that
+ * has not sent its request yet makes room (a client that connects and
+ * sends at once is served however many idle ones its address keeps). In
+ * a full table, the oldest waiting connection of the address holding the
+ * most gives way, when that address holds more than `peer` will. -1:
+ * refused. */
+static int admit(struct server *s, struct in_addr peer)
+{
+    int mine = 0, free_at = -1, most = 0;
+    struct in_addr big = peer;
+    for (int i = 0; i < MAX_CONNS; i++) {
+        const struct conn *c = &s->conn[i];
+        if (c->fd < 0) {
+            free_at = free_at < 0 ? i : free_at;
+            continue;
+        }
+        mine += c->peer.s_addr == peer.s_addr;
+        int n = 0;
+        for (int j = 0; j < MAX_CONNS; j++)
+            n += s->conn[j].fd >= 0 && s->conn[j].peer.s_addr == c->peer.s_addr;
+        if (n > most) {
+            most = n;
+            big = c->peer;
+        }
+    }
+    int give_up = -1;
+    if (mine >= PEER_MAX)
+        give_up = oldest_waiting(s, peer);
+    else if (free_at >= 0)
+        return free_at;
+    else if (most > mine + 1)
+        give_up = oldest_waiting(s, big);
+    if (give_up >= 0)
+        conn_close(&s->conn[give_up]);
+    return give_up;
+}
+
+/* Takes every pending connection (at most a table's worth a turn, so the
+ * loop stays responsive): admitted, or closed at once, so a flood drains
+ * from the kernel's backlog instead of queueing scrapers behind it. */
+static void accept_all(struct server *s)
+{
+    for (int k = 0; k < MAX_CONNS; k++) {
+        struct sockaddr_in a;
+        socklen_t alen = sizeof a;
+        int fd = accept4(s->lfd, (struct sockaddr *)&a, &alen, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0)
+            return;
+        int i = admit(s, a.sin_addr);
+        if (i < 0) {
+            close(fd);
+            continue;
+        }
+        struct conn *c = &s->conn[i];
+        c->fd = fd;
+        c->peer = a.sin_addr;
+        c->since_ms = now_ms();
+        c->deadline_ms = c->since_ms + READ_DEADLINE_MS;
+        c->len = 0;
+        c->writing = false;
+        c->body = NULL;
     }
 }
 
-static void accept_one(int lfd, struct conn *conns)
+static int serve_loop(struct server *s, int interval_ms)
 {
-    int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-    if (fd < 0)
-        return;
     for (int i = 0; i < MAX_CONNS; i++)
-        if (conns[i].fd < 0) {
-            int fl = 0;
-            struct timeval tv = {.tv_sec = SEND_TIMEOUT_S};
-            setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-            (void)fl;
-            conns[i].fd = fd;
-            conns[i].len = 0;
-            conns[i].deadline_ms = now_ms() + READ_DEADLINE_MS;
-            return;
-        }
-    close(fd); /* unreachable: the listener is not polled while full */
-}
-
-static int serve_loop(int lfd, struct cs_node_model *m, int interval_ms)
-{
-    static struct conn conns[MAX_CONNS];
-    for (int i = 0; i < MAX_CONNS; i++)
-        conns[i].fd = -1;
+        s->conn[i].fd = -1;
     int64_t next = 0;
     while (!stop_signal) {
         int64_t now = now_ms();
         if (now >= next) {
-            cs_node_model_refresh(m);
+            cs_node_model_refresh(s->m);
             next = now + interval_ms;
         }
         struct pollfd p[MAX_CONNS + 1];
-        int map[MAX_CONNS + 1], n = 0, used = 0;
+        int map[MAX_CONNS + 1], n = 0;
         int64_t wake = next;
         for (int i = 0; i < MAX_CONNS; i++) {
-            if (conns[i].fd < 0)
+            struct conn *c = &s->conn[i];
+            if (c->fd < 0)
                 continue;
-            if (now >= conns[i].deadline_ms) {
-                conn_close(&conns[i]);
+            if (now >= c->deadline_ms) {
+                conn_close(c);
                 continue;
             }
-            used++;
-            wake = conns[i].deadline_ms < wake ? conns[i].deadline_ms : wake;
-            p[n] = (struct pollfd){.fd = conns[i].fd, .events = POLLIN};
+            wake = c->deadline_ms < wake ? c->deadline_ms : wake;
+            p[n] = (struct pollfd){.fd = c->fd, .events = c->writing ? POLLOUT : POLLIN};
             map[n++] = i;
         }
-        if (used < MAX_CONNS) {
-            p[n] = (struct pollfd){.fd = lfd, .events = POLLIN};
-            map[n++] = -1;
-        }
+        p[n] = (struct pollfd){.fd = s->lfd, .events = POLLIN};
+        map[n++] = -1;
         int r = poll(p, (nfds_t)n, (int)(wake > now ? wake - now : 0));
         for (int k = 0; r > 0 && k < n; k++) {
             if (!p[k].revents)
                 continue;
             if (map[k] < 0)
-                accept_one(lfd, conns);
+                accept_all(s);
+            else if (s->conn[map[k]].writing)
+                conn_write(&s->conn[map[k]]);
             else
-                conn_read(&conns[map[k]], m);
+                conn_read(s, &s->conn[map[k]]);
         }
     }
     for (int i = 0; i < MAX_CONNS; i++)
-        if (conns[i].fd >= 0)
-            conn_close(&conns[i]);
+        if (s->conn[i].fd >= 0)
+            conn_close(&s->conn[i]);
+    body_put(s->cache);
     return CS_EXIT_OK;
 }
 
@@ -490,7 +650,10 @@ int cs_cmd_exporter(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     fprintf(stderr, "cushare: exporter: serving http://%s/metrics\n", listen_at);
-    rc = serve_loop(lfd, m, (int)interval);
+    static struct server srv; /* the one server of this command */
+    srv.lfd = lfd;
+    srv.m = m;
+    rc = serve_loop(&srv, (int)interval);
     cs_node_model_free(m);
     close(lfd);
     return rc;

@@ -169,14 +169,14 @@ static bool node_key(const char *buf, ssize_t n, ssize_t *k, const struct cs_nod
                      struct cs_node_top_opts *o, bool *expanded)
 {
     char c = buf[*k];
-    int idx[CS_NODE_MAX_TENANTS];
-    int rows = cs_node_order(m, o->sort, idx);
+    int *idx = malloc(((size_t)m->ntenants + 1) * sizeof *idx);
+    int rows = idx ? cs_node_order(m, o->sort, idx) : 0;
     if (c == '\033' && *k + 2 < n && buf[*k + 1] == '[') {
         c = buf[*k + 2] == 'A' ? 'k' : buf[*k + 2] == 'B' ? 'j' : 0;
         *k += 2;
     }
     switch (c) {
-    case 'q': case 'Q': return false;
+    case 'q': case 'Q': free(idx); return false;
     case 'm': o->sort = CS_NODE_SORT_MEM; break;
     case 's': o->sort = CS_NODE_SORT_SHARE; break;
     case 'j': if (o->selected + 1 < rows) o->selected++; break;
@@ -187,13 +187,30 @@ static bool node_key(const char *buf, ssize_t n, ssize_t *k, const struct cs_nod
         break;
     default: break;
     }
+    free(idx);
+    return true;
+}
+
+/* The per-tenant "expanded" flags, grown (new ones false) to n. False
+ * when memory is short. */
+static bool expanded_fit(bool **v, int *cap, int n)
+{
+    if (n <= *cap)
+        return true;
+    bool *p = realloc(*v, (size_t)n * sizeof *p);
+    if (!p)
+        return false;
+    memset(p + *cap, 0, (size_t)(n - *cap) * sizeof *p);
+    *v = p;
+    *cap = n;
     return true;
 }
 
 static int node_top(bool once, int interval_ms, int samples, const struct cs_node_where *w)
 {
     struct cs_node_model *m = cs_node_model_new(w);
-    static bool expanded[CS_NODE_MAX_TENANTS]; /* by index in m->tenant */
+    bool *expanded = NULL; /* by index in m->tenant, grown with it */
+    int nexpanded = 0;
     if (!m) {
         fprintf(stderr, "cushare: top: out of memory\n");
         return CS_EXIT_FAIL;
@@ -221,6 +238,9 @@ static int node_top(bool once, int interval_ms, int samples, const struct cs_nod
         if (now >= next) {
             cs_node_model_refresh(m);
             next = now + interval_ms;
+            if (!expanded_fit(&expanded, &nexpanded, m->ntenants))
+                break;
+            o.expanded = expanded;
         }
         o.width = term_width();
         char *frame = node_frame(m, &o, true);
@@ -242,6 +262,7 @@ static int node_top(bool once, int interval_ms, int samples, const struct cs_nod
     }
     restore_terminal();
     cs_node_model_free(m);
+    free(expanded);
     if (got_signal) {
         signal(got_signal, SIG_DFL);
         raise(got_signal);

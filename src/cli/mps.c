@@ -25,6 +25,7 @@
 #include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -33,6 +34,7 @@
 
 #include "cli/cli.h"
 #include "cli/node_model.h"
+#include "cli/text.h"
 #include "core/clock.h"
 #include "core/config.h"
 
@@ -620,6 +622,53 @@ static int own_dir(const struct cs_mps *m, const char *uuid, const char *dir)
     return 0;
 }
 
+/* Whether another user's control daemon runs for the directory `owner`
+ * made: the pid file's process lives, runs the control binary and is
+ * that user's. Its pid, else 0. Nothing is asked of it: the directory
+ * is not ours, nor is its socket. */
+static pid_t foreign_daemon(const struct cs_mps *m, const struct cs_mps_daemon *d, uid_t owner)
+{
+    bool exists;
+    pid_t pid = read_pid_file(d, &exists);
+    char path[64];
+    struct stat ps;
+    snprintf(path, sizeof path, "/proc/%d", (int)pid);
+    return pid_alive(pid) && pid_is_control(m, pid) && !stat(path, &ps) && ps.st_uid == owner
+               ? pid : 0;
+}
+
+/* The GPU's directory made by another user before us (a squat that would
+ * block every start on this GPU). Root moves it aside, loudly, unless
+ * that user's own daemon runs in it; anyone else gets own_dir's refusal
+ * naming the owner. 0, or -1 after a message. */
+static int clear_squat(const struct cs_mps *m, const char *uuid, const struct cs_mps_daemon *d)
+{
+    struct stat st;
+    if (geteuid() != 0 || lstat(d->gpu_dir, &st) ||
+        ((st.st_uid == 0) && S_ISDIR(st.st_mode) && !(st.st_mode & 022)))
+        return 0;
+    pid_t pid = S_ISDIR(st.st_mode) ? foreign_daemon(m, d, st.st_uid) : 0;
+    if (pid) {
+        fail_msg(m, uuid, "%s belongs to uid %u, whose MPS control daemon (pid %d) runs there: "
+                 "MPS runs one daemon per GPU; `cushare mps stop --force --gpu %s` ends it",
+                 d->gpu_dir, (unsigned)st.st_uid, (int)pid, uuid);
+        return -1;
+    }
+    char aside[sizeof d->gpu_dir + 64];
+    snprintf(aside, sizeof aside, "%s/.squatted-%s-uid%u-%lld", m->dir, uuid,
+             (unsigned)st.st_uid, (long long)cs__now_ns());
+    if (rename(d->gpu_dir, aside)) {
+        fail_msg(m, uuid, "%s belongs to uid %u (or others may write it) and cannot be moved "
+                 "aside: %s; remove it", d->gpu_dir, (unsigned)st.st_uid, strerror(errno));
+        return -1;
+    }
+    fprintf(stderr, "cushare: %s: %s: warning: %s was made by uid %u, mode %04o, with no "
+            "daemon of theirs in it (it would block this GPU's daemon): moved aside to %s\n",
+            m->cmd, uuid, d->gpu_dir, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777),
+            aside);
+    return 0;
+}
+
 /* The MPS directory (the default one inside the node directory, made as
  * the node's shared directories are: 1777 one level), trusted as they
  * are, then the GPU's own directories. CS_EXIT_* after a message. */
@@ -646,30 +695,95 @@ static int make_dirs(const struct cs_mps *m, const char *uuid, const struct cs_m
                                   "may write it without the sticky bit: anyone could replace "
                                   "a daemon's socket there; fix its owner or mode, or choose "
                                   "another --dir", m->dir, (unsigned)st.st_uid);
-    if (own_dir(m, uuid, d->gpu_dir) || own_dir(m, uuid, d->pipe) || own_dir(m, uuid, d->log))
+    if (clear_squat(m, uuid, d) || own_dir(m, uuid, d->gpu_dir) || own_dir(m, uuid, d->pipe) ||
+        own_dir(m, uuid, d->log))
         return CS_EXIT_FAIL;
     return CS_EXIT_OK;
 }
 
+/* "pid 123 (uid 1001, sleep)" for the process holding a flock on the file
+ * st names, from /proc/locks; "an unknown process" when it cannot be
+ * told (another PID namespace, no procfs). The name is the holder's
+ * choice: shown as terminal-safe text. */
+static void lock_holder(const struct stat *st, char *out, size_t len)
+{
+    snprintf(out, len, "an unknown process");
+    FILE *f = fopen("/proc/locks", "re");
+    if (!f)
+        return;
+    char line[256];
+    while (fgets(line, sizeof line, f)) {
+        char type[16];
+        int pid;
+        unsigned maj, min;
+        unsigned long ino;
+        if (strstr(line, "->") ||
+            sscanf(line, "%*d: %15s %*s %*s %d %x:%x:%lu", type, &pid, &maj, &min, &ino) != 5 ||
+            strcmp(type, "FLOCK") || ino != (unsigned long)st->st_ino ||
+            maj != major(st->st_dev) || min != minor(st->st_dev) || pid <= 0)
+            continue;
+        char path[64], comm[64] = "?", safe[64];
+        struct stat ps;
+        snprintf(path, sizeof path, "/proc/%d/comm", pid);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        ssize_t n = fd >= 0 ? read(fd, comm, sizeof comm - 1) : -1;
+        if (fd >= 0)
+            close(fd);
+        if (n > 0)
+            comm[n] = '\0';
+        comm[strcspn(comm, "\n")] = '\0';
+        snprintf(path, sizeof path, "/proc/%d", pid);
+        if (stat(path, &ps))
+            snprintf(out, len, "pid %d (%s)", pid, cs_text_terminal(safe, sizeof safe, comm));
+        else
+            snprintf(out, len, "pid %d (uid %u, %s)", pid, (unsigned)ps.st_uid,
+                     cs_text_terminal(safe, sizeof safe, comm));
+        break;
+    }
+    fclose(f);
+}
+
 /* The GPU's lock, held (flock) until the descriptor closes; -1 after a
- * message. Another user's directory lets us read the file: enough. */
+ * message. Another user's directory lets us read the file: enough. The
+ * wait is bounded: anyone who can open the file can flock it, and an
+ * administrator's command must not hang on another user's lock. */
 static int lock_gpu(const struct cs_mps *m, const char *uuid, const struct cs_mps_daemon *d)
 {
     char path[sizeof d->gpu_dir + 16];
     snprintf(path, sizeof path, "%s/lock", d->gpu_dir);
-    int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+    int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
     if (fd < 0 && errno == EACCES)
-        fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd >= 0 && (fstat(fd, &st) || !S_ISREG(st.st_mode))) {
+        close(fd);
+        fd = -1;
+        errno = EINVAL;
+    }
     if (fd < 0) {
-        fail_msg(m, uuid, "cannot open %s: %s", path, strerror(errno));
+        fail_msg(m, uuid, "cannot open %s: %s (it must be a regular file)", path,
+                 strerror(errno));
         return -1;
     }
-    while (flock(fd, LOCK_EX))
-        if (errno != EINTR) {
+    int64_t end = cs__now_ns() + (int64_t)CS_MPS_WAIT_MS * 1000000;
+    while (flock(fd, LOCK_EX | LOCK_NB)) {
+        if (errno != EINTR && errno != EWOULDBLOCK) {
             fail_msg(m, uuid, "cannot lock %s: %s", path, strerror(errno));
             close(fd);
             return -1;
         }
+        if (cs__now_ns() >= end) {
+            char who[160];
+            lock_holder(&st, who, sizeof who);
+            fail_msg(m, uuid, "%s is held by %s for more than %d s: another start or stop of "
+                     "this GPU's daemon, or a process keeping everyone out (end it, then try "
+                     "again)", path, who, CS_MPS_WAIT_MS / 1000);
+            close(fd);
+            return -1;
+        }
+        /* Pacing: flock has no bounded wait; the holder is asked again. */
+        poll(NULL, 0, 20);
+    }
     return fd;
 }
 
@@ -889,7 +1003,12 @@ void cs_mps_annotate(struct cs_status *st)
         struct cs_mps_daemon d;
         paths(&m, dev->uuid, &d);
         bool exists;
-        if (!pid_alive(read_pid_file(&d, &exists)))
+        struct stat ds;
+        /* Only a daemon directory of root's or ours is asked: another
+         * user's could hold a socket that never answers, and each
+         * question waits up to CS_MPS_WAIT_MS. */
+        if (lstat(d.gpu_dir, &ds) || (ds.st_uid != 0 && ds.st_uid != geteuid()) ||
+            !pid_alive(read_pid_file(&d, &exists)))
             continue;
         cs_mps_probe(&m, dev->uuid, &d);
         if (d.state != CS_MPS_RUNNING)

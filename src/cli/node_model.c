@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -546,15 +547,27 @@ static bool read_tenant(struct cs_node_model *m, struct cs_node_tenant *t, int64
 
 /* ---- the model ---------------------------------------------------------- */
 
+/* The model keeps one descriptor per tenant open: the soft limit goes up
+ * to the hard one, so how many tenants are shown is bounded by
+ * discovery's per-user quota, not by a login shell's default. */
+static void more_descriptors(void)
+{
+    struct rlimit r;
+    if (!getrlimit(RLIMIT_NOFILE, &r) && r.rlim_cur < r.rlim_max) {
+        r.rlim_cur = r.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &r);
+    }
+}
+
 struct cs_node_model *cs_node_model_new(const struct cs_node_where *w)
 {
+    more_descriptors();
     struct cs_node_model *m = calloc(1, sizeof *m);
     if (!m)
         return NULL;
     m->where = *w;
-    m->found = calloc(CS_NODE_MAX_TENANTS, sizeof *m->found);
     m->slot_buf = malloc(SLOTS_BYTES);
-    if (!m->found || !m->slot_buf) {
+    if (!m->slot_buf) {
         cs_node_model_free(m);
         return NULL;
     }
@@ -580,8 +593,23 @@ void cs_node_model_free(struct cs_node_model *m)
         free(m->gpu[g].mps);
     }
     free(m->found);
+    free(m->tenant);
     free(m->slot_buf);
     free(m);
+}
+
+/* Room for one more tenant. */
+static bool tenant_room(struct cs_node_model *m)
+{
+    if (m->ntenants < m->tenant_cap)
+        return true;
+    int cap = m->tenant_cap ? 2 * m->tenant_cap : 64;
+    struct cs_node_tenant **v = realloc(m->tenant, (size_t)cap * sizeof *v);
+    if (!v)
+        return false;
+    m->tenant = v;
+    m->tenant_cap = cap;
+    return true;
 }
 
 static struct cs_node_tenant *find_tenant(struct cs_node_model *m, const struct cs_node_found *f)
@@ -599,11 +627,9 @@ static void merge_found(struct cs_node_model *m, int n)
 {
     for (int i = 0; i < n; i++) {
         struct cs_node_found *f = &m->found[i];
-        if (find_tenant(m, f) || m->ntenants == CS_NODE_MAX_TENANTS) {
-            close(f->fd);
-            continue;
-        }
-        struct cs_node_tenant *t = calloc(1, sizeof *t);
+        struct cs_node_tenant *t = NULL;
+        if (!find_tenant(m, f) && tenant_room(m))
+            t = calloc(1, sizeof *t);
         if (!t) {
             close(f->fd);
             continue;
@@ -620,7 +646,7 @@ void cs_node_model_refresh(struct cs_node_model *m)
     m->wall_ns = wall_ns();
     int64_t dt = m->refreshes ? m->now_ns - before : 0;
     sample_gpus(m);
-    merge_found(m, cs_node_discover(&m->where, m->found, CS_NODE_MAX_TENANTS));
+    merge_found(m, cs_node_discover(&m->where, &m->found, &m->found_cap, &m->notes));
     int keep = 0;
     for (int i = 0; i < m->ntenants; i++) {
         struct cs_node_tenant *t = m->tenant[i];

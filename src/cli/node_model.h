@@ -32,7 +32,6 @@
 #include "cli/status_model.h"
 #include "node/node.h"
 
-#define CS_NODE_MAX_TENANTS 1024
 #define CS_NODE_MAX_GPUS 16
 #define CS_NODE_HIST 32                     /* samples kept per tenant */
 #define CS_NODE_WINDOW_NS 3000000000ll      /* "achieved share" is over the last 3 s */
@@ -102,11 +101,15 @@ struct cs_node_model {
     struct cs_node_where where;
     int64_t now_ns;                         /* CLOCK_MONOTONIC of the last refresh */
     uint64_t wall_ns;                       /* CLOCK_REALTIME of it */
-    int ntenants;
-    struct cs_node_tenant *tenant[CS_NODE_MAX_TENANTS];
+    /* Every tenant discovery lists, grown as needed: no fixed table a
+     * user could fill (discovery's per-owner quota bounds it). */
+    int ntenants, tenant_cap;
+    struct cs_node_tenant **tenant;
+    struct cs_node_notes notes;             /* what the last discovery left out */
     int ngpus;
     struct cs_node_gpu gpu[CS_NODE_MAX_GPUS];
-    struct cs_node_found *found;            /* discovery scratch */
+    struct cs_node_found *found;            /* discovery scratch, found_cap entries */
+    int found_cap;
     char *slot_buf;                         /* slot table scratch */
     uint64_t refreshes;
 };
@@ -141,7 +144,8 @@ void cs_node_print_top(FILE *out, const struct cs_node_model *m,
                        const struct cs_node_top_opts *o);
 void cs_node_print_json(FILE *out, const struct cs_node_model *m);
 void cs_node_print_prom(FILE *out, const struct cs_node_model *m);
-/* Tenant indices in display order for `sort`; returns how many. */
+/* Tenant indices in display order for `sort` into idx (room for
+ * m->ntenants); returns how many. */
 int cs_node_order(const struct cs_node_model *m, enum cs_node_sort sort, int *idx);
 
 /* Node-view options shared by top, status and exporter: --registry

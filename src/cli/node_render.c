@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "cli/node_model.h"
+#include "cli/text.h"
 
 #define MIB (1024.0 * 1024.0)
 #define HIST_W_MAX 16
@@ -32,12 +33,13 @@ static void spark(FILE *out, const struct cs_node_tenant *t, int d, int w)
     }
 }
 
-static const char *tenant_name(const struct cs_node_tenant *t)
+/* The tenant's name as a terminal may show it: tenants choose their
+ * ledger paths and container names, so escapes in them become '?'. */
+static const char *tenant_name(const struct cs_node_tenant *t, char *out, size_t n)
 {
-    if (t->where.container[0])
-        return t->where.container;
     const char *s = strrchr(t->where.path, '/');
-    return s ? s + 1 : t->where.path;
+    return cs_text_terminal(out, n, t->where.container[0] ? t->where.container
+                                    : s ? s + 1 : t->where.path);
 }
 
 static const char *best_tier(const struct cs_node_tenant *t)
@@ -95,7 +97,7 @@ static void tenant_row(FILE *out, const struct cs_node_tenant *t, int d, bool se
 {
     const struct cs_status_device *i = &t->devinfo[d];
     const struct cs_node_tenant_dev *v = &t->dev[d];
-    char lim[16], share[16], thr[8], fl[FLAGS_W + 1];
+    char lim[16], share[16], thr[8], fl[FLAGS_W + 1], name[17];
     if (i->limit)
         snprintf(lim, sizeof lim, "%.0f", (double)i->limit / MIB);
     else
@@ -108,7 +110,7 @@ static void tenant_row(FILE *out, const struct cs_node_tenant *t, int d, bool se
         snprintf(share, sizeof share, "  -/-  ");
     snprintf(thr, sizeof thr, "%3.0f", t->throttled * 100);
     flags_text(t, d, fl, sizeof fl);
-    fprintf(out, "%c %-16.16s %8.1f %7s %7s ", sel ? '>' : ' ', tenant_name(t),
+    fprintf(out, "%c %-16.16s %8.1f %7s %7s ", sel ? '>' : ' ', tenant_name(t, name, sizeof name),
             (double)i->used / MIB, lim, share);
     spark(out, t, d, hist_w);
     fprintf(out, " %3s %-*s %3" PRId32 " %3d %.8s\n", thr, FLAGS_W, fl, t->priority, t->nproc,
@@ -129,16 +131,30 @@ static void gpu_line(FILE *out, const struct cs_node_gpu *g, int width)
         snprintf(util, sizeof util, "-");
     /* Fits 80 columns: name cut to what is left after the numbers. */
     int room = width - 48;
+    char name[sizeof g->name], uuid[sizeof g->uuid];
     fprintf(out, "GPU %s %-*.*s util %4s  mem %7.0f / %7.0f MiB\n", idx, room < 8 ? 8 : room,
-            room < 8 ? 8 : room, g->name, util, (double)g->mem_used / MIB,
+            room < 8 ? 8 : room, cs_text_terminal(name, sizeof name, g->name), util, (double)g->mem_used / MIB,
             (double)g->mem_total / MIB);
-    fprintf(out, "      %s\n", g->uuid[0] ? g->uuid : "(uuid not yet known)");
+    fprintf(out, "      %s\n",
+            g->uuid[0] ? cs_text_terminal(uuid, sizeof uuid, g->uuid) : "(uuid not yet known)");
 }
 
 static void header_row(FILE *out, int hist_w)
 {
     fprintf(out, "  %-16s %8s %7s %7s %-*s %3s %-*s %3s %3s %s\n", "TENANT", "MEM MiB", "LIM MiB",
             "SM%/LIM", hist_w, "HISTORY", "THR", FLAGS_W, "FLAGS", "PRI", "NP", "ID");
+}
+
+/* What discovery left out, said where the administrator looks (each
+ * line within 80 columns). */
+static void notes(FILE *out, const struct cs_node_notes *n)
+{
+    if (n->hidden)
+        fprintf(out, "%d ledger%s over a user's quota of %d not shown (uid %u)\n", n->hidden,
+                n->hidden == 1 ? "" : "s", CS_NODE_USER_TENANTS, (unsigned)n->hidden_uid);
+    if (n->squats)
+        fprintf(out, "warning: %d registry file%s named for another uid, ignored (one by uid "
+                "%u)\n", n->squats, n->squats == 1 ? "" : "s", (unsigned)n->squat_owner);
 }
 
 void cs_node_print_top(FILE *out, const struct cs_node_model *m, const struct cs_node_top_opts *o)
@@ -156,7 +172,11 @@ void cs_node_print_top(FILE *out, const struct cs_node_model *m, const struct cs
     fprintf(out, "keys: m/s sort  j/k move  enter expand  q quit\n\n");
     int hist_w = o->width - ROW_W;
     hist_w = hist_w < 4 ? 4 : hist_w > HIST_W_MAX ? HIST_W_MAX : hist_w;
-    int idx[CS_NODE_MAX_TENANTS];
+    int *idx = malloc(((size_t)m->ntenants + 1) * sizeof *idx);
+    if (!idx) {
+        fprintf(out, "out of memory\n");
+        return;
+    }
     int n = cs_node_order(m, o->sort, idx);
     /* One section per GPU, then tenants whose device is not known yet. */
     for (int g = -1; g < m->ngpus; g++) {
@@ -187,9 +207,13 @@ void cs_node_print_top(FILE *out, const struct cs_node_model *m, const struct cs
         if (any || g >= 0)
             fprintf(out, "\n");
     }
+    free(idx);
+    char reg[4096];
     if (!n)
         fprintf(out, "no tenants found (registry %s)\n",
-                m->where.registry ? m->where.registry : CS_REG_DEFAULT_PATH);
+                cs_text_terminal(reg, sizeof reg,
+                                 m->where.registry ? m->where.registry : CS_REG_DEFAULT_PATH));
+    notes(out, &m->notes);
 }
 
 /* ---- JSON ---------------------------------------------------------------- */
@@ -272,12 +296,14 @@ void cs_node_print_json(FILE *out, const struct cs_node_model *m)
             fputs("null}", out);
     }
     fputs("],\"tenants\":[", out);
-    int idx[CS_NODE_MAX_TENANTS];
-    int n = cs_node_order(m, CS_NODE_SORT_MEM, idx);
+    int *idx = malloc(((size_t)m->ntenants + 1) * sizeof *idx);
+    int n = idx ? cs_node_order(m, CS_NODE_SORT_MEM, idx) : 0;
     for (int r = 0; r < n; r++) {
         if (r)
             fputc(',', out);
         json_tenant(out, m->tenant[idx[r]]);
     }
-    fputs("]}\n", out);
+    free(idx);
+    fprintf(out, "],\"hidden\":%d,\"squatted_registry_files\":%d}\n", m->notes.hidden,
+            m->notes.squats);
 }

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/text.h"
 
 #define MIB (1024.0 * 1024.0)
 #define LD(p) __atomic_load_n((p), __ATOMIC_RELAXED)
@@ -176,9 +177,10 @@ static void mib_or_dash(char *out, size_t n, bool have, uint64_t bytes)
 
 void cs_status_print_human(FILE *out, const struct cs_status *st)
 {
-    char created[32];
+    char created[32], path[4096];
     format_time(st->created_ns, created, sizeof created);
-    fprintf(out, "ledger %s (layout v%" PRIu32 ", policy %s, priority %" PRId32 ")\n", st->path,
+    fprintf(out, "ledger %s (layout v%" PRIu32 ", policy %s, priority %" PRId32 ")\n",
+            cs_text_terminal(path, sizeof path, st->path),
             st->version, cs_status_policy_name(st->policy), st->priority);
     int dead = 0;
     for (int i = 0; i < st->nproc; i++)
@@ -261,17 +263,7 @@ void cs_status_print_human(FILE *out, const struct cs_status *st)
 
 void cs_status_json_string(FILE *out, const char *s)
 {
-    fputc('"', out);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(out, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(out, "\\u%04x", c);
-        else
-            fputc(c, out);
-    }
-    fputc('"', out);
+    cs_text_json(out, s);
 }
 
 void cs_status_print_json(FILE *out, const struct cs_status *st)
@@ -352,7 +344,9 @@ void cs_status_print_top(FILE *out, const struct cs_status *st, int width)
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     format_time((uint64_t)ts.tv_sec * 1000000000u, now, sizeof now);
-    fprintf(out, "cushare top  %s  %s  (q quits)\n", st->path, now);
+    char path[4096];
+    fprintf(out, "cushare top  %s  %s  (q quits)\n", cs_text_terminal(path, sizeof path, st->path),
+            now);
     fprintf(out, "policy %s, %d processes, %" PRIu64 " reaped so far\n\n",
             cs_status_policy_name(st->policy), st->nproc, st->reaped);
     int bw = width - 48;

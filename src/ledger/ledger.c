@@ -441,9 +441,13 @@ static int validate_and_map(int fd, const struct cs_ledger *l, const char *path,
 
 /* open(2) flags for the ledger at its path: a tenant that trusts only its
  * own files never follows a symlink there. */
+/* O_NONBLOCK: a FIFO at the ledger's path must not block the opener (an
+ * administrator's `cushare status`, a tenant starting); validate() then
+ * refuses it as not a regular file. No effect on a regular file. */
 static int open_flags(const struct cs_ledger *l)
 {
-    return (l->read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC | (own_only(l) ? O_NOFOLLOW : 0);
+    return (l->read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC | O_NONBLOCK |
+           (own_only(l) ? O_NOFOLLOW : 0);
 }
 
 static int symlink_refused(const char *path)

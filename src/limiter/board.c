@@ -36,6 +36,7 @@
 #include "core/io.h"
 #include "core/log.h"
 #include "core/path.h"
+#include "node/node.h"
 
 #define SUBSYS "limiter"
 #define CS_BOARD_RESCAN_NS 1000000000ll /* list the directory at most once a second */
@@ -64,6 +65,8 @@ struct cs_board {
     struct cs_board_entry file[CS_BOARD_ENTRIES]; /* scratch for whole-file reads */
     /* The users with a board file, listed at most every CS_BOARD_RESCAN_NS. */
     uint32_t users[CS_BOARD_MAX_USERS];
+    uint64_t suffix[CS_BOARD_MAX_USERS]; /* 0: <base>.<uid>; else its fallback
+                                            <base>.<uid>.<suffix, 16 hex digits> */
     int nusers;
     int64_t listed_ns;
     bool listed;
@@ -202,16 +205,8 @@ static bool own_trusted(struct cs_board *b, int fd)
     struct stat st;
     if (fstat(fd, &st))
         return false;
-    if (!S_ISREG(st.st_mode)) {
-        refuse("%s/%s is not a regular file: refused; remove it", b->dir, b->name);
-        return false;
-    }
-    if (st.st_uid != b->uid) {
-        refuse("%s/%s is owned by uid %u, not by us (uid %u): refused (another user made "
-               "it in our name); remove it (as root) or point CUSHARE_BOARD elsewhere",
-               b->dir, b->name, (unsigned)st.st_uid, (unsigned)b->uid);
-        return false;
-    }
+    if (!S_ISREG(st.st_mode) || st.st_uid != b->uid)
+        return false; /* a squat: own_fallback says so */
     b->own_dev = st.st_dev;
     b->own_ino = st.st_ino;
     return true;
@@ -224,19 +219,51 @@ enum own_result { OWN_OK, OWN_READ_ONLY, OWN_REFUSED };
 static enum own_result own_unwritable(struct cs_board *b, int e)
 {
     struct stat st;
-    if (e == ELOOP) {
-        refuse("%s/%s is a symbolic link: refused; remove it", b->dir, b->name);
-        return OWN_REFUSED;
-    }
-    if (!fstatat(b->dirfd, b->name, &st, AT_SYMLINK_NOFOLLOW) && st.st_uid != b->uid) {
-        refuse("%s/%s is owned by uid %u, not by us (uid %u): refused (another user made "
-               "it in our name); remove it (as root) or point CUSHARE_BOARD elsewhere",
-               b->dir, b->name, (unsigned)st.st_uid, (unsigned)b->uid);
-        return OWN_REFUSED;
-    }
+    if (e == ELOOP || (!fstatat(b->dirfd, b->name, &st, AT_SYMLINK_NOFOLLOW) &&
+                       st.st_uid != b->uid))
+        return OWN_REFUSED; /* a squat: own_fallback says so */
     cs_info(SUBSYS, "node board: cannot write %s/%s (%s): this process reads the board but "
             "posts nothing", b->dir, b->name, strerror(e));
     return OWN_READ_ONLY;
+}
+
+static enum own_result adopt_own(struct cs_board *b, int fd)
+{
+    b->fd = fd;
+    if (take_lock(fd, F_WRLCK)) {
+        repair_own(b);
+        take_lock(fd, F_UNLCK);
+    }
+    return OWN_OK;
+}
+
+/* Another user made a file (or a link) at our name first, to lock us out
+ * of priority coordination or to speak in our name: we post in a
+ * fallback file of ours instead (readers find it by listing), and say so
+ * loudly, since only root can remove the squat. */
+static enum own_result own_fallback(struct cs_board *b)
+{
+    struct stat st;
+    char plain[sizeof b->base + 16], used[sizeof b->name];
+    snprintf(plain, sizeof plain, "%s.%u", b->base, (unsigned)b->uid);
+    unsigned owner = fstatat(b->dirfd, plain, &st, AT_SYMLINK_NOFOLLOW) ? 0u
+                                                                         : (unsigned)st.st_uid;
+    int fd = cs__node_open_fallback(b->dirfd, plain, b->uid, used, sizeof used);
+    if (fd >= 0 && !own_trusted(b, fd)) {
+        close(fd);
+        fd = -EPERM;
+    }
+    if (fd < 0) {
+        refuse("%s/%s is not ours (owned by uid %u, or not a regular file) and no file of "
+               "our own could be made beside it (%s); root: remove it", b->dir, plain, owner,
+               strerror(-fd));
+        return OWN_REFUSED;
+    }
+    snprintf(b->name, sizeof b->name, "%s", used);
+    cs_warn(SUBSYS, "node board: %s/%s is not ours (owned by uid %u, or not a regular file): "
+            "another user took our name; posting in %s instead (root: remove %s/%s)", b->dir,
+            plain, owner, used, b->dir, plain);
+    return adopt_own(b, fd);
 }
 
 static enum own_result open_own(struct cs_board *b)
@@ -250,18 +277,15 @@ static enum own_result open_own(struct cs_board *b)
         if (fd < 0 && errno != ENOENT && errno != EEXIST)
             break;
     }
-    if (fd < 0)
-        return own_unwritable(b, errno);
+    if (fd < 0) {
+        enum own_result r = own_unwritable(b, errno);
+        return r == OWN_REFUSED ? own_fallback(b) : r;
+    }
     if (!own_trusted(b, fd)) {
         close(fd);
-        return OWN_REFUSED;
+        return own_fallback(b);
     }
-    b->fd = fd;
-    if (take_lock(fd, F_WRLCK)) {
-        repair_own(b);
-        take_lock(fd, F_UNLCK);
-    }
-    return OWN_OK;
+    return adopt_own(b, fd);
 }
 
 /* Someone (root) replaced or removed our file: open the one at our name
@@ -414,30 +438,48 @@ void cs__board_post(struct cs_board *b, const struct cs_board_post *p, int64_t n
 
 /* ---- reading ---------------------------------------------------------- */
 
-/* "<base>.<uid>" with a canonical decimal uid. */
-static bool parse_user_file(const struct cs_board *b, const char *name, uint32_t *uid)
+/* "<base>.<uid>" with a canonical decimal uid (*suffix 0), or its
+ * fallback "<base>.<uid>.<16 hex digits>" (*suffix their value). */
+static bool parse_user_file(const struct cs_board *b, const char *name, uint32_t *uid,
+                            uint64_t *suffix)
 {
-    size_t n = strlen(b->base);
-    if (strncmp(name, b->base, n) || name[n] != '.')
+    if (!cs_node_user_file_name(name, b->base, uid))
         return false;
-    const char *s = name + n + 1;
-    if (*s < '0' || *s > '9' || (*s == '0' && s[1]))
-        return false;
-    uint64_t v = 0;
-    for (; *s; s++) {
-        if (*s < '0' || *s > '9' || (v = v * 10 + (uint64_t)(*s - '0')) > UINT32_MAX)
-            return false;
-    }
-    *uid = (uint32_t)v;
+    const char *dot = strchr(name + strlen(b->base) + 1, '.');
+    *suffix = dot ? strtoull(dot + 1, NULL, 16) : 0;
     return true;
 }
 
-/* Lists the users with a board file; ours first, so that however many
- * users there are, we always see the tenants of our own user. */
+static void user_file_name(const struct cs_board *b, int u, char *out, size_t n)
+{
+    if (b->suffix[u])
+        snprintf(out, n, "%s.%u.%016llx", b->base, (unsigned)b->users[u],
+                 (unsigned long long)b->suffix[u]);
+    else
+        snprintf(out, n, "%s.%u", b->base, (unsigned)b->users[u]);
+}
+
+static int files_of(const struct cs_board *b, uint32_t uid)
+{
+    int n = 0;
+    for (int u = 0; u < b->nusers; u++)
+        n += b->users[u] == uid;
+    return n;
+}
+
+/* Lists the users' board files; ours first, so that however many users
+ * there are, we always see the tenants of our own user. A file named for
+ * a uid that does not own it is a squat and is not listed (nor counted:
+ * another user cannot use up the list with names), and a user has at
+ * most CS_REG_FILES_PER_USER files listed. */
 static void list_users(struct cs_board *b)
 {
     b->nusers = 0;
-    b->users[b->nusers++] = b->uid;
+    uint32_t own_uid;
+    b->users[0] = b->uid;
+    if (!parse_user_file(b, b->name, &own_uid, &b->suffix[0]))
+        b->suffix[0] = 0;
+    b->nusers = 1;
     int fd = openat(b->dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
     if (!d) {
@@ -449,12 +491,18 @@ static void list_users(struct cs_board *b)
     struct dirent *de;
     for (int seen = 0; (de = readdir(d)) && seen < CS_BOARD_SCAN_MAX; seen++) {
         uint32_t uid;
-        if (!parse_user_file(b, de->d_name, &uid) || uid == b->uid)
+        uint64_t suffix;
+        struct stat st;
+        if (!parse_user_file(b, de->d_name, &uid, &suffix) ||
+            (uid == b->uid && suffix == b->suffix[0]) ||
+            fstatat(b->dirfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) || st.st_uid != uid ||
+            files_of(b, uid) >= CS_REG_FILES_PER_USER)
             continue;
         if (b->nusers == CS_BOARD_MAX_USERS) {
             more = true;
             break;
         }
+        b->suffix[b->nusers] = suffix;
         b->users[b->nusers++] = uid;
     }
     closedir(d);
@@ -466,10 +514,11 @@ static void list_users(struct cs_board *b)
 /* Reads one user's file into b->file. The file must be what only that
  * user can have written: a regular file it owns, that nobody else can
  * write, of the exact size, with its uid in the header. */
-static bool read_user(struct cs_board *b, uint32_t uid)
+static bool read_user(struct cs_board *b, int u)
 {
-    char name[sizeof b->base + 16];
-    snprintf(name, sizeof name, "%s.%u", b->base, (unsigned)uid);
+    uint32_t uid = b->users[u];
+    char name[sizeof b->base + 40];
+    user_file_name(b, u, name, sizeof name);
     int fd = openat(b->dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0)
         return false;
@@ -524,7 +573,7 @@ static void refresh(struct cs_board *b, int64_t now)
     }
     b->nsnap = 0;
     for (int u = 0; u < b->nusers; u++) {
-        if (!read_user(b, b->users[u]))
+        if (!read_user(b, u))
             continue;
         for (unsigned j = 0; j < CS_BOARD_ENTRIES; j++)
             if (entry_intact(&b->file[j]) && entry_busy(&b->file[j], now))

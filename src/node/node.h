@@ -24,8 +24,19 @@
  *
  * A ledger is listed only while some process holds a slot lock in it.
  *
- * Privilege: a reader that is not root reads only its own registry file
- * and lists only ledgers it owns; root reads every user's file. A record
+ * Privilege: a reader that is not root reads only its own registry files
+ * and lists only ledgers it owns; root reads every user's files.
+ *
+ * Names: a user's registry file is `<base>.<uid>`; when another user took
+ * that name first (a squat: the file's owner is not <uid>), the registrant
+ * says so at warning level and uses `<base>.<uid>.<16 hex digits>`, a
+ * name chosen at random that it creates itself (and finds again by
+ * listing the directory). Readers list the directory and read every file
+ * whose name carries a uid that owns it, at most CS_REG_FILES_PER_USER
+ * per uid; a file whose owner is not the uid in its name is counted as a
+ * squat and never read. No fixed table a user can fill: each uid's
+ * ledgers count against its own quota (CS_NODE_USER_TENANTS), so root's
+ * view lists every user's tenants however many another user registers. A record
  * in user U's file counts only for a ledger U owns (root's records count
  * for any), so nobody can make a reader attribute another user's ledger
  * to themselves. Files others can write are hostile input (as the board,
@@ -38,6 +49,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include "core/path.h"
@@ -49,6 +61,9 @@
 #define CS_REG_LOCK_BASE (1ull << 40)      /* record i's liveness byte: base + i */
 #define CS_NODE_DEFAULT_SCAN "/usr/local/vgpu/containers"
 #define CS_NODE_SCAN_MAX 8                 /* scan directories a reader takes */
+#define CS_REG_FILES_PER_USER 4            /* registry files read per uid */
+#define CS_REG_SUFFIX_LEN 16               /* hex digits of a fallback name */
+#define CS_NODE_USER_TENANTS CS_REG_RECORDS /* ledgers listed per owner */
 
 struct cs_reg_header {
     char magic[8];
@@ -103,9 +118,39 @@ struct cs_node_where {
     bool no_scan;               /* registry only */
 };
 
-/* Lists the live ledgers of the node that we may see into out[0..max).
- * Returns how many (each with an open fd the caller closes). */
-int cs_node_discover(const struct cs_node_where *w, struct cs_node_found *out, int max);
+/* What discovery left out, for the views to say. */
+struct cs_node_notes {
+    int hidden;                 /* live ledgers beyond their owner's quota */
+    uint32_t hidden_uid;        /* the owner of one of them */
+    int squats;                 /* registry files named for a uid that does not own them */
+    uint32_t squat_owner;       /* the owner of one of them */
+};
+
+/* Lists the live ledgers of the node that we may see into *out (grown
+ * with realloc; *cap its capacity, both owned by the caller). Returns
+ * how many (each with an open fd the caller closes); notes (may be NULL)
+ * says what was left out. */
+int cs_node_discover(const struct cs_node_where *w, struct cs_node_found **out, int *cap,
+                     struct cs_node_notes *notes);
+
+/* Whether `name` is a registry or board file name of `base`:
+ * `<base>.<uid>` or `<base>.<uid>.<CS_REG_SUFFIX_LEN hex digits>`; *uid
+ * gets the uid it names. */
+bool cs_node_user_file_name(const char *name, const char *base, uint32_t *uid);
+
+/* When another user squats our per-user file `name` (`<base>.<uid>`) in
+ * the checked directory dirfd: a fallback file of ours,
+ * `<name>.<CS_REG_SUFFIX_LEN hex digits>`, read-write: one we made before
+ * (found by listing the directory), else a new one (0644) at a name
+ * chosen at random, so that the squatter cannot take it first. `used`
+ * gets its name. A descriptor or -errno. */
+int cs__node_open_fallback(int dirfd, const char *name, uint32_t uid, char *used, size_t len);
+
+/* Opens `path` (relative to dirfd) read-only only when it is a regular
+ * file: looked at through O_PATH first, so naming a device or a FIFO
+ * opens nothing (no driver's open runs, no FIFO blocks). st gets its
+ * status. A descriptor, or -1. */
+int cs_node_open_regular(int dirfd, const char *path, bool nofollow, struct stat *st);
 
 /* Whether a process holds a slot of the ledger open on fd. */
 bool cs_node_ledger_live(int fd);

@@ -21,15 +21,18 @@
 #define _GNU_SOURCE
 #include "node/node.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "core/io.h"
 #include "core/log.h"
 #include "core/path.h"
@@ -127,16 +130,71 @@ static bool repair_own(int fd, uint32_t uid)
     return !ftruncate(fd, 0) && !ftruncate(fd, CS_REG_SIZE) && cs__pwrite_full(fd, &h, sizeof h, 0);
 }
 
-static int open_own(int dirfd, const char *name, uint32_t uid)
+/* `name` in dirfd, read-write, only when it is a regular file `uid`
+ * owns: a descriptor, -EPERM (another user's file or not a file: a
+ * squat), or -errno. */
+static int open_if_ours(int dirfd, const char *name, uint32_t uid, int flags)
 {
-    int fd = openat(dirfd, name, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+    int fd = openat(dirfd, name, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | flags, 0644);
     if (fd < 0)
-        return -errno;
+        return errno == ELOOP ? -EPERM : -errno;
     struct stat st;
     if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_uid != uid) {
         close(fd);
         return -EPERM;
     }
+    return fd;
+}
+
+int cs__node_open_fallback(int dirfd, const char *name, uint32_t uid, char *used, size_t len)
+{
+    int lfd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = lfd >= 0 ? fdopendir(lfd) : NULL;
+    if (!d && lfd >= 0)
+        close(lfd);
+    size_t n = strlen(name);
+    struct dirent *de;
+    while (d && (de = readdir(d))) {
+        if (strncmp(de->d_name, name, n) || de->d_name[n] != '.' ||
+            strspn(de->d_name + n + 1, "0123456789abcdef") != CS_REG_SUFFIX_LEN ||
+            de->d_name[n + 1 + CS_REG_SUFFIX_LEN])
+            continue;
+        int fd = open_if_ours(dirfd, de->d_name, uid, 0);
+        if (fd >= 0) {
+            snprintf(used, len, "%s", de->d_name);
+            closedir(d);
+            return fd;
+        }
+    }
+    if (d)
+        closedir(d);
+    uint64_t r;
+    if (getrandom(&r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r)
+        r = (uint64_t)cs__now_ns() ^ ((uint64_t)getpid() << 32);
+    r |= 1; /* never all zeros: readers take suffix 0 for the plain name */
+    snprintf(used, len, "%s.%016llx", name, (unsigned long long)r);
+    return open_if_ours(dirfd, used, uid, O_CREAT | O_EXCL);
+}
+
+/* Our registry file: `name`, or a fallback when another user took that
+ * name first, said at warning level since the administrator's view
+ * depends on it. `used` gets the name. */
+static int open_own(int dirfd, const char *dir, const char *name, uint32_t uid, char *used,
+                    size_t len)
+{
+    snprintf(used, len, "%s", name);
+    int fd = open_if_ours(dirfd, name, uid, O_CREAT);
+    struct stat st;
+    bool there = !fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW);
+    /* Another user's 0644 file at our name: EACCES for us, EPERM for root. */
+    if (fd != -EPERM && !(fd == -EACCES && there && st.st_uid != uid))
+        return fd;
+    unsigned owner = there ? (unsigned)st.st_uid : 0u;
+    fd = cs__node_open_fallback(dirfd, name, uid, used, len);
+    cs_warn(SUBSYS, "registry file %s/%s is not ours (owned by uid %u, or not a regular "
+            "file): another user took our name; %s%s%s (root: remove %s/%s)", dir, name, owner,
+            fd >= 0 ? "registered in " : "cannot register at all: ", fd >= 0 ? used : "",
+            fd >= 0 ? " instead" : strerror(-fd), dir, name);
     return fd;
 }
 
@@ -210,12 +268,13 @@ void cs__node_register(const char *registry, const char *path, int fd, uint64_t 
     strcpy(rec.path, path);
     rec.check = cs__reg_check(&rec);
 
-    char dir[4096], name[320];
+    char dir[4096], name[320], used[360] = "";
     const char *base;
     cs__path_dir(registry, dir, sizeof dir, &base);
     snprintf(name, sizeof name, "%s.%u", base, (unsigned)geteuid());
     int dirfd = cs__node_open_dir(dir, true);
-    int own = dirfd >= 0 ? open_own(dirfd, name, (uint32_t)geteuid()) : dirfd;
+    int own = dirfd >= 0 ? open_own(dirfd, dir, name, (uint32_t)geteuid(), used, sizeof used)
+                         : dirfd;
     int rc = own >= 0 ? register_in(own, &rec) : own;
     if (dirfd >= 0)
         close(dirfd);
@@ -223,7 +282,7 @@ void cs__node_register(const char *registry, const char *path, int fd, uint64_t 
         if (own >= 0)
             close(own);
         cs_info(SUBSYS, "ledger %s not registered in %s/%s (%s): the node view may not "
-                "list this tenant", path, dir, name, strerror(-rc));
+                "list this tenant", path, dir, used, strerror(-rc));
         return;
     }
     reg_fd = own;

@@ -6,7 +6,9 @@
  *
  *   1. owns the board directory: a tenant refuses it, with one message;
  *   2. plants board files at the tenant's name (and at the layout-1 name
- *      c17f7cb used): refused, with one message;
+ *      c17f7cb used): the tenant says so in one warning and posts in a
+ *      fallback file of its own, which other tenants read (before: the
+ *      tenant refused the board, and so lost priority coordination);
  *   3. fills every entry it can write with far-future timestamps, then
  *      keeps posting lies (starved at a share of 1 ppm and at 25 % of a
  *      99 % limit, priority INT32_MIN) while a `--sm 50 --policy force`
@@ -172,6 +174,29 @@ static void expect_refused(const char *path, const char *what)
     printf("  %s", err);
 }
 
+static int victim_seen_by_others(const uint8_t uuid[16]);
+
+/* A squat at our board's name: one warning naming it and our fallback
+ * file; what we post there, other tenants of ours read. */
+static void posts_beside_squat(const char *what)
+{
+    int saved = capture_begin(lim_path("open.err"));
+    struct cs_board *b = cs__board_open(board);
+    char *err = capture_end(saved, lim_path("open.err"));
+    CHECK(b != NULL);
+    CHECK_CONTAINS(err, "cushare: limiter: warning: node board: ");
+    CHECK_CONTAINS(err, what);
+    printf("  %s", err);
+    const uint8_t uuid[16] = {0x5e};
+    struct cs_board_post p = {.tenant = 777, .priority = 0, .policy = 1, .sm_limit = 50,
+                              .share_ppm = 500000, .busy = true};
+    memcpy(p.uuid, uuid, 16);
+    int64_t now = cs_now_ns();
+    cs__board_post(b, &p, now);
+    CHECK_EQ(victim_seen_by_others(uuid), 1);
+    cs__board_close(b);
+}
+
 static void refuses_foreign_directory_and_files(const struct cs_test_user *u)
 {
     char dir[PATH_MAX], path[PATH_MAX + 16], what[PATH_MAX + 128];
@@ -185,9 +210,9 @@ static void refuses_foreign_directory_and_files(const struct cs_test_user *u)
     char uid[16];
     snprintf(uid, sizeof uid, "%u", (unsigned)geteuid());
     CHECK_EQ(run_as(u, "attack-squat", board, uid), 0);
-    snprintf(what, sizeof what, "is owned by uid %u, not by us (uid %u)", (unsigned)u->uid,
-             (unsigned)geteuid());
-    expect_refused(board, what);
+    snprintf(what, sizeof what, "is not ours (owned by uid %u, or not a regular file): another "
+             "user took our name; posting in ", (unsigned)u->uid);
+    posts_beside_squat(what);
     /* Clean up as root would, for the next part. */
     char cmd[PATH_MAX + 64];
     snprintf(cmd, sizeof cmd, "rm -f '%s' '%s'.*", board, board);

@@ -30,15 +30,24 @@
  *   fake_daemon  the fake's own protocol: a second daemon refused, client
  *                registration and its end, the 48-client limit, thread
  *                percentage, quit removing its files
+ *   lock_held    another user (a throwaway one) holds flock on the GPU's
+ *                lock file: `mps stop` gives up within its bounded wait,
+ *                exit 1, naming the holder's pid and uid; once the holder
+ *                is gone it stops the daemon
+ *   squat        another user made <dir>/<GPU-UUID> first, with no daemon
+ *                of theirs in it: root's `mps start` moves it aside,
+ *                saying so, and starts the daemon
  *
  * The test is the subreaper of the daemons (they are orphaned when `-d`
  * returns), so a killed daemon is known dead when waitpid says so, and
  * every daemon left is killed at exit.
  */
 #include "ledger/ledger_test.h"
+#include "multiuser.h"
 
 #define __CUDA_API_VERSION_INTERNAL 1
 #include <cuda.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -693,6 +702,109 @@ static void case_fake_daemon(void)
 
 /* At exit: every daemon still running in our directory is killed (they
  * are ours: reaped too). Runs before the directory is removed. */
+/* The directories a throwaway user must reach: the test's (traversable)
+ * and the MPS directory (shared as the node's is: 1777). */
+static const struct cs_test_user *share_with_attacker(void)
+{
+    const struct cs_test_user *u = cs_test_user();
+    CHECK(chmod(lt_dir(), 0755) == 0);
+    CHECK(chmod(mps_dir, 01777) == 0);
+    return u;
+}
+
+static bool file_exists(void *path)
+{
+    return access(path, F_OK) == 0;
+}
+
+static pid_t lock_holder_pid;
+
+/* At exit, before the throwaway user is deleted (atexit runs in
+ * reverse): a failed check must not leave the holder running. */
+static void stop_lock_holder(void)
+{
+    if (lock_holder_pid > 0) {
+        kill(lock_holder_pid, SIGKILL);
+        waitpid(lock_holder_pid, NULL, 0);
+        lock_holder_pid = 0;
+    }
+}
+
+/* As the attacker: opens `path` read-only (all a 0644 file allows),
+ * takes flock on it, says so by creating `ready`, and holds it until
+ * killed. */
+static int role_hold_lock(const char *path, const char *ready)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || flock(fd, LOCK_EX))
+        return 1;
+    int r = open(ready, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (r < 0)
+        return 1;
+    close(r);
+    for (;;)
+        pause();
+}
+
+static void case_lock_held(void)
+{
+    const struct cs_test_user *u = share_with_attacker();
+    char uuid[48];
+    gpu_uuid(0, uuid);
+    char *s = expect(0, NULL, ARGS("mps", "start"));
+    pid_t daemon = pid_after(s, "started (pid ");
+    free(s);
+    char ready[4400];
+    snprintf(ready, sizeof ready, "%s/attacker.ready", mps_dir);
+    char *argv[] = {(char *)cs_test_self(), "hold-lock", (char *)gpu_path(uuid, "lock"), ready,
+                    NULL};
+    pid_t holder = lock_holder_pid = cs_test_spawn_as(u, argv);
+    atexit(stop_lock_holder);
+    CHECK(cs_wait_until(file_exists, ready, 10000));
+
+    /* Bounded: run_cli fails the test if the command takes 60 s. */
+    char *err;
+    s = expect(1, &err, ARGS("mps", "stop"));
+    char want[128];
+    snprintf(want, sizeof want, "held by pid %d (uid %u, ", (int)holder, (unsigned)u->uid);
+    CHECK_CONTAINS(err, want);
+    free(s);
+    free(err);
+    CHECK(running(daemon));
+
+    stop_lock_holder();
+    s = expect(0, NULL, ARGS("mps", "stop"));
+    snprintf(want, sizeof want, "stopped (pid %d)", (int)daemon);
+    CHECK_CONTAINS(s, want);
+    free(s);
+}
+
+static void case_squat(void)
+{
+    const struct cs_test_user *u = share_with_attacker();
+    char uuid[48];
+    gpu_uuid(0, uuid);
+    char dir[4400];
+    snprintf(dir, sizeof dir, "%s/%s", mps_dir, uuid);
+    char *argv[] = {"mkdir", "-m", "0755", dir, NULL};
+    CHECK_EQ(cs_test_run_as(u, argv), 0);
+    struct stat st;
+    CHECK(stat(dir, &st) == 0 && st.st_uid == u->uid);
+
+    char *err;
+    char *s = expect(0, &err, ARGS("mps", "start"));
+    pid_t daemon = pid_after(s, "started (pid ");
+    CHECK_CONTAINS(err, "was made by uid");
+    CHECK_CONTAINS(err, "moved aside to");
+    free(s);
+    free(err);
+    CHECK(stat(dir, &st) == 0 && st.st_uid == 0);
+    CHECK_EQ(daemon_pid(uuid), daemon);
+    s = expect(0, NULL, ARGS("mps", "stop"));
+    CHECK_CONTAINS(s, "stopped (pid ");
+    free(s);
+}
+
 static void kill_daemons(void)
 {
     static pid_t owner;
@@ -727,6 +839,8 @@ int main(int argc, char **argv)
         return role_print_env();
     if (argc == 3 && !strcmp(argv[1], "client"))
         return role_client(atoi(argv[2]));
+    if (argc == 4 && !strcmp(argv[1], "hold-lock"))
+        return role_hold_lock(argv[2], argv[3]);
     CHECK(argc == 2);
     const char *b = getenv("CS_BUILD_DIR");
     const char *ctl = getenv("CUSHARE_MPS_CONTROL");
@@ -765,6 +879,10 @@ int main(int argc, char **argv)
         case_clients();
     else if (!strcmp(argv[1], "fake_daemon"))
         case_fake_daemon();
+    else if (!strcmp(argv[1], "lock_held"))
+        case_lock_held();
+    else if (!strcmp(argv[1], "squat"))
+        case_squat();
     else
         CHECK(!"unknown case");
     printf("mps_node_%s: ok\n", argv[1]);

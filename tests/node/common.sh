@@ -52,3 +52,19 @@ start_exporter() {
   done
   fail "exporter did not serve: $(cat "$T/exporter.err")"
 }
+
+# start_prometheus: a real Prometheus scraping the exporter at PORT every
+# second: loopback (port PPORT), temporary storage, its pid PROM.
+start_prometheus() {
+  PPORT=$(( PORT + 1 ))
+  cat >"$T/prometheus.yml" <<YML
+global: {scrape_interval: 1s, evaluation_interval: 1s}
+scrape_configs:
+  - job_name: cushare
+    static_configs: [{targets: ["127.0.0.1:$PORT"]}]
+YML
+  prometheus --config.file="$T/prometheus.yml" --storage.tsdb.path="$T/tsdb" \
+    --web.listen-address=127.0.0.1:$PPORT >"$T/prometheus.log" 2>&1 &
+  PROM=$!
+  PIDS+=($PROM)
+}

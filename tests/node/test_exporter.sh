@@ -38,17 +38,7 @@ curl -s --max-time $((15 * SCALE)) "http://127.0.0.1:$PORT/metrics" >/dev/null |
   fail "a scrape behind 20 idle connections was not served within 15 s"
 
 # A real Prometheus: loopback, temporary storage, one scrape, one query.
-PPORT=$(( PORT + 1 ))
-cat >"$T/prometheus.yml" <<YML
-global: {scrape_interval: 1s, evaluation_interval: 1s}
-scrape_configs:
-  - job_name: cushare
-    static_configs: [{targets: ["127.0.0.1:$PORT"]}]
-YML
-prometheus --config.file="$T/prometheus.yml" --storage.tsdb.path="$T/tsdb" \
-  --web.listen-address=127.0.0.1:$PPORT >"$T/prometheus.log" 2>&1 &
-PROM=$!
-PIDS+=($PROM)
+start_prometheus
 q() { curl -s --max-time 2 "http://127.0.0.1:$PPORT/api/v1/query" \
         --data-urlencode 'query=cushare_tenant_memory_limit_bytes{ledger=~".*/a.ledger"}' >"$T/query"; }
 scraped() { q && grep -q '"value":\[[0-9.]*,"1073741824"\]' "$T/query"; }
