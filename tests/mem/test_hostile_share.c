@@ -513,6 +513,35 @@ static int pod_payer(void)
     return 0;
 }
 
+/* ---- the soak's attacker ---------------------------------------------------- */
+
+/* scripts/soak.sh runs this under `cushare run --mem 1GiB`: export,
+ * release, keep the fd, as many times as are let through, then close them
+ * all, again and again until `stop` exists. More than two 512 MiB rounds
+ * held at once is an escape from the budget: exit 3. */
+static int soak_fd(const char *stop)
+{
+    context_on_device0();
+    unsigned long rounds = 0, most = 0;
+    while (access(stop, F_OK) != 0) {
+        int fds[8], n = 0;
+        while (n < 8 && create_export_release(HALF_GIB, &fds[n]) == CUDA_SUCCESS)
+            n++;
+        if ((unsigned long)n > most)
+            most = (unsigned long)n;
+        for (int i = 0; i < n; i++)
+            close(fds[i]);
+        rounds++;
+        if (n > 2) {
+            printf("fd-loop ESCAPE: %d rounds of 512 MiB held under a 1 GiB budget\n", n);
+            return 3;
+        }
+        usleep(20000); /* an attacker's pace; the soak's CPU is shared */
+    }
+    printf("fd-loop rounds %lu, at most %lu held at once\n", rounds, most);
+    return 0;
+}
+
 /* ---- driver ---------------------------------------------------------------- */
 
 /* Runs this executable in `mode`, with a fresh ledger, device and share
@@ -567,6 +596,8 @@ int main(int argc, char **argv)
                          (char *)cs_test_self(), NULL};
             return forged(a, false);
         }
+        if (!strcmp(m, "soak-fd") && argc == 3)
+            return soak_fd(argv[2]);
         if (!strcmp(m, "hold-paying"))
             return hold_paying(argc, argv);
         if (!strcmp(m, "pod_payer"))
