@@ -297,7 +297,10 @@ fi
 # ---- hostile tenants and pods (docs/security.md) ------------------------------
 hostile=$work/attacker/u hstop=$work/attacker/hstop
 honest_mib=512 attacker_mib=1024
-as_attacker() { setpriv --reuid="$a_uid" --regid="$a_gid" --clear-groups -- "$@"; }
+# Only in the background (`as_attacker CMD &`): it execs, so that $! is the
+# attacker's process itself (a function run with & is a subshell, which a
+# kill would end while leaving its child behind).
+as_attacker() { exec setpriv --reuid="$a_uid" --regid="$a_gid" --clear-groups -- "$@"; }
 start_hostile() {
   install -d -o "$a_uid" -g "$a_gid" -m 0755 "$hostile" "$hostile/fill"
   chmod 0666 "$FAKECUDA_STATE"   # made by the first tenant
@@ -405,7 +408,8 @@ check_views() {
   [[ $out == *$'\e'* ]] && violation "root's top printed an escape byte (view $n_views)"
   [[ $out == *'x?[2J?[H?[8m'* ]] || violation "root's top does not list the escape-named tenant, made safe (view $n_views)"
   t0=$(date +%s%N)
-  body=$(curl -s --max-time 5 "http://127.0.0.1:$port/metrics")
+  body=$(curl -s --max-time 5 -o - -w '%{stderr}connect %{time_connect} first_byte %{time_starttransfer} total %{time_total} bytes %{size_download}\n' \
+    "http://127.0.0.1:$port/metrics" 2>>"$work/logs/scrapes.txt")
   ms=$((($(date +%s%N) - t0) / 1000000))
   ((ms > scrape_ms_max)) && scrape_ms_max=$ms
   [[ -n $body ]] || violation "the exporter did not answer a scrape within 5 s (view $n_views)"
@@ -455,6 +459,7 @@ stop_hostile() {
   for p in "${holder_pids[@]}"; do kill -KILL "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
   holder_pids=()
   say "hostile: $n_views views checked (top, exporter, limits, device), slowest scrape ${scrape_ms_max} ms, $n_mps_checks bounded mps stops; $(tr '\n' ' ' <"$work/logs/hostile-fd.out" 2>/dev/null)"
+  say "scrapes (seconds): $(awk '{ c += $2; f += $4; t += $6; if ($6 > m) m = $6; n++ } END { if (n) printf "%d, mean connect %.3f first byte %.3f total %.3f, slowest %.3f", n, c / n, f / n, t / n, m }' "$work/logs/scrapes.txt")"
 }
 
 # ---- the tenants --------------------------------------------------------------
