@@ -321,7 +321,8 @@ static enum own_result open_own(struct cs_board *b)
         return own_fallback(b);
     }
     /* Vouched for by us, or replaced when a stranger keeps us from it. */
-    if ((fd = cs_pod_claim(b->dirfd, b->name, fd, CS_BOARD_VOUCH_BYTE)) < 0 || !own_trusted(b, fd)) {
+    fd = cs_pod_claim(b->dirfd, b->name, fd, CS_BOARD_VOUCH_BYTE);
+    if (fd < 0 || !own_trusted(b, fd)) {
         if (fd >= 0)
             close(fd);
         return own_fallback(b);

@@ -1,6 +1,6 @@
 /*
- * The registry of ledgers (node.h): one file per user in the node
- * directory, written with pwrite under an OFD write lock on byte 0, read
+ * The registry of ledgers (node.h): one file per user and pod in the node
+ * directory, written with pwrite under a POSIX write lock on byte 0, read
  * with pread, never mapped (a file truncated under a reader is a short
  * read, never a SIGBUS).
  *
@@ -91,14 +91,11 @@ bool cs_node_lock_held(int fd, uint64_t byte)
     return fl.l_type != F_UNLCK;
 }
 
-static bool lock_byte(int fd, short type, uint64_t byte, bool wait)
+/* An OFD lock on one byte, never waited for. */
+static bool lock_byte(int fd, short type, uint64_t byte)
 {
     struct flock fl = {.l_type = type, .l_whence = SEEK_SET, .l_start = (off_t)byte, .l_len = 1};
-    int r;
-    do
-        r = fcntl(fd, wait ? F_OFD_SETLKW : F_OFD_SETLK, &fl);
-    while (r != 0 && errno == EINTR);
-    return r == 0;
+    return fcntl(fd, F_OFD_SETLK, &fl) == 0;
 }
 
 int cs__node_open_dir(const char *dir, bool create)
@@ -296,7 +293,7 @@ static int register_in(int fd, const struct cs_reg_record *rec)
     /* A live record of the same ledger keeps its registrant's pid/fd: we
      * only add our lock to it. */
     if (i >= 0 && (same || cs__pwrite_full(fd, rec, sizeof *rec, cs__reg_offset((unsigned)i))))
-        rc = lock_byte(fd, F_RDLCK, CS_REG_LOCK_BASE + (unsigned)i, false) ? 0 : -errno;
+        rc = lock_byte(fd, F_RDLCK, CS_REG_LOCK_BASE + (unsigned)i) ? 0 : -errno;
     if (locked)
         writer_unlock(fd);
     if (rc == 0)
