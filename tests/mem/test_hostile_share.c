@@ -353,41 +353,62 @@ static int lease_holder(int argc, char **argv)
     return 0;
 }
 
-static int leased(void)
+/* Starts argv (as u; as we are when u is NULL) with its stdin and stdout
+ * on pipes: *to writes to its stdin, *from reads its stdout. Its pid. */
+static pid_t spawn_piped(char **argv, const struct cs_test_user *u, int *to, int *from)
 {
-    const char *dir = getenv("CUSHARE_SHARE_DIR");
-    int to[2], from[2];
-    CHECK_EQ(pipe(to), 0);
-    CHECK_EQ(pipe(from), 0);
-    char uid[16];
-    snprintf(uid, sizeof uid, "%u", (unsigned)geteuid());
-    const struct cs_test_user *u = cs_test_user();
-    char *argv[] = {(char *)cs_test_self(), "lease-holder", (char *)dir, uid, NULL};
+    int in[2], out[2];
+    CHECK_EQ(pipe(in), 0);
+    CHECK_EQ(pipe(out), 0);
     fflush(NULL);
     pid_t pid = fork();
     CHECK(pid >= 0);
     if (pid == 0) {
-        dup2(to[0], 0);
-        dup2(from[1], 1);
-        close(to[1]);
-        close(from[0]);
-        _exit(cs_test_run_as(u, argv));
+        dup2(in[0], 0);
+        dup2(out[1], 1);
+        close(in[1]);
+        close(out[0]);
+        if (u)
+            _exit(cs_test_run_as(u, argv));
+        execvp(argv[0], argv);
+        _exit(127);
     }
-    close(to[0]);
-    close(from[1]);
-    char buf[64] = "";
-    ssize_t n = 0, r;
-    while (!strchr(buf, '\n') && (r = read(from[0], buf + n, sizeof buf - 1 - (size_t)n)) > 0)
-        buf[n += r] = 0;
+    close(in[0]);
+    close(out[1]);
+    *to = in[1];
+    *from = out[0];
+    return pid;
+}
+
+/* One line (at most n - 1 bytes) from fd, NUL-terminated. */
+static void read_line(int fd, char *buf, size_t n)
+{
+    size_t got = 0;
+    ssize_t r;
+    buf[0] = 0;
+    while (!strchr(buf, '\n') && (r = read(fd, buf + got, n - 1 - got)) > 0)
+        buf[got += (size_t)r] = 0;
+}
+
+static int leased(void)
+{
+    const char *dir = getenv("CUSHARE_SHARE_DIR");
+    char uid[16];
+    snprintf(uid, sizeof uid, "%u", (unsigned)geteuid());
+    char *argv[] = {(char *)cs_test_self(), "lease-holder", (char *)dir, uid, NULL};
+    int to, from;
+    pid_t pid = spawn_piped(argv, cs_test_user(), &to, &from);
+    char buf[64];
+    read_line(from, buf, sizeof buf);
     CHECK_STREQ(buf, "ready\n");
     context_on_device0();
     int fd;
     OK(create_export_release(64 * MiB, &fd)); /* the first export sweeps payer files */
     close(fd);
-    close(to[1]);
-    n = 0;
+    close(to);
+    ssize_t n = 0, r;
     buf[0] = 0;
-    while ((r = read(from[0], buf + n, sizeof buf - 1 - (size_t)n)) > 0)
+    while ((r = read(from, buf + n, sizeof buf - 1 - (size_t)n)) > 0)
         buf[n += r] = 0;
     int st;
     CHECK_EQ(waitpid(pid, &st, 0), pid);
@@ -431,36 +452,19 @@ static int hold_paying(int argc, char **argv)
  * what it found, *to the pipe that lets it go. */
 static pid_t start_pod_holder(const char *dir, int *to)
 {
-    int in[2], out[2];
-    CHECK_EQ(pipe(in), 0);
-    CHECK_EQ(pipe(out), 0);
     char script[] = "mkdir -p \"$1.pod\" && mount --bind \"$1\" \"$1.pod\" && "
                     "exec \"$0\" hold-paying \"$1.pod\"";
     char *a[] = {"unshare", "-m", "--propagation", "private", "sh", "-c", script,
                  (char *)cs_test_self(), (char *)dir, NULL};
-    fflush(NULL);
-    pid_t pid = fork();
-    CHECK(pid >= 0);
-    if (pid == 0) {
-        dup2(in[0], 0);
-        dup2(out[1], 1);
-        close(in[1]);
-        close(out[0]);
-        execvp(a[0], a);
-        _exit(127);
-    }
-    close(in[0]);
-    close(out[1]);
-    char buf[64] = "";
-    ssize_t n = 0, r;
-    while (!strchr(buf, '\n') && (r = read(out[0], buf + n, sizeof buf - 1 - (size_t)n)) > 0)
-        buf[n += r] = 0;
-    close(out[0]);
+    int from;
+    pid_t pid = spawn_piped(a, NULL, to, &from);
+    char buf[64];
+    read_line(from, buf, sizeof buf);
+    close(from);
     printf("attacker pod: %s", buf);
     int held = 0;
     CHECK_EQ(sscanf(buf, "ready %d", &held), 1);
     CHECK_GE(held, 1);
-    *to = in[1];
     return pid;
 }
 
