@@ -245,9 +245,12 @@ static int receive_fd(int sock, char *text, size_t n)
  * named the exporter's descriptor with X's key: once the exporter exits,
  * only our mapping keeps Y, and the ledger must show it (joining X's
  * share instead would hide 512 MiB). */
-static int forged(char **attacker_argv, bool as_user)
+/* Starts `self exporter` on a socket pair (keep: its Y stays its
+ * creator's; ledger: a ledger of its own, NULL: ours). *sock: our end,
+ * *yfd: Y's fd it sent, text: its words. Its pid. */
+static pid_t start_exporter(const char *ledger, bool keep, int *sock, int *yfd, char *text,
+                            size_t n)
 {
-    const char *dir = getenv("CUSHARE_SHARE_DIR");
     int sv[2];
     CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
     fflush(NULL);
@@ -255,15 +258,26 @@ static int forged(char **attacker_argv, bool as_user)
     CHECK(pid >= 0);
     if (pid == 0) {
         close(sv[0]);
+        if (ledger)
+            setenv("CUDA_DEVICE_MEMORY_SHARED_CACHE", ledger, 1);
         char num[16];
         snprintf(num, sizeof num, "%d", sv[1]);
-        char *a[] = {(char *)cs_test_self(), "exporter", num, NULL};
+        char *a[] = {(char *)cs_test_self(), "exporter", num, keep ? "keep" : NULL, NULL};
         execv(a[0], a);
         _exit(127);
     }
     close(sv[1]);
+    *sock = sv[0];
+    *yfd = receive_fd(sv[0], text, n);
+    return pid;
+}
+
+static int forged(char **attacker_argv, bool as_user)
+{
+    const char *dir = getenv("CUSHARE_SHARE_DIR");
+    int sock, yfd;
     char text[96];
-    int yfd = receive_fd(sv[0], text, sizeof text);
+    pid_t pid = start_exporter(NULL, false, &sock, &yfd, text, sizeof text);
     char xkey[17];
     int epid, efd;
     CHECK_EQ(sscanf(text, "%16s %d %d", xkey, &epid, &efd), 3);
@@ -292,7 +306,7 @@ static int forged(char **attacker_argv, bool as_user)
     CUmemGenericAllocationHandle h = import_map(yfd, HALF_GIB, &va);
     close(yfd);
     never_under(S, L, "imported and mapped beside the forged markers");
-    CHECK_EQ(write(sv[0], "x", 1), 1);
+    CHECK_EQ(write(sock, "x", 1), 1);
     int st;
     CHECK_EQ(waitpid(pid, &st, 0), pid);
     CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
@@ -473,23 +487,9 @@ static int pod_payer(void)
     const char *dir = getenv("CUSHARE_SHARE_DIR");
     char other[4300];
     snprintf(other, sizeof other, "%s.A", getenv("CUDA_DEVICE_MEMORY_SHARED_CACHE"));
-    int sv[2];
-    CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-    fflush(NULL);
-    pid_t pid = fork();
-    CHECK(pid >= 0);
-    if (pid == 0) { /* tenant A: a ledger of its own */
-        close(sv[0]);
-        setenv("CUDA_DEVICE_MEMORY_SHARED_CACHE", other, 1);
-        char num[16];
-        snprintf(num, sizeof num, "%d", sv[1]);
-        char *a[] = {(char *)cs_test_self(), "exporter", num, "keep", NULL};
-        execv(a[0], a);
-        _exit(127);
-    }
-    close(sv[1]);
+    int sock, yfd;
     char text[96];
-    int yfd = receive_fd(sv[0], text, sizeof text);
+    pid_t pid = start_exporter(other, true, &sock, &yfd, text, sizeof text); /* tenant A */
     context_on_device0();
     struct cs_ledger_header *L = ledger_map();
     struct fakecuda_state *S = fake_state();
@@ -501,7 +501,7 @@ static int pod_payer(void)
     CHECK_EQ_U(settled_used(L), 0); /* A pays: the case this test is about */
     int to;
     pid_t holder = start_pod_holder(dir, &to);
-    CHECK_EQ(write(sv[0], "x", 1), 1);
+    CHECK_EQ(write(sock, "x", 1), 1);
     int st;
     CHECK_EQ(waitpid(pid, &st, 0), pid);
     CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
