@@ -13,6 +13,30 @@
 #   - with every process gone: each ledger's used == 0, the device's 0;
 #   - the broker's and a never-killed observer tenant's descriptors and
 #     resident memory did not grow.
+# Hostile tenants (as root; docs/security.md): beside the honest tenants,
+# for the whole run, the throwaway user also
+#   - exports, releases and keeps the fd of 512 MiB again and again in a
+#     1 GiB slice (a slice file in a mount namespace of its own;
+#     `mem_hostile_share soak-fd`) while rewriting its own live ledger's
+#     limit to 16 GiB every 100 ms, and plants share markers
+#     naming pid 1 (canonical, zero-padded, and at root's name);
+#   - registers 1024 fake live ledgers, makes 2001 registry files named for
+#     other uids and squats root's plain registry name
+#     (`node_hostile_quota fill`);
+#   - floods root's exporter with 200 connections reopened as they close;
+#   - pre-creates a payer file at root's name and holds a lease on it;
+#   - holds flock on the MPS lock of root's control daemon;
+# and root "pods" (mount namespaces of their own) squat and keep locking
+# root's board files (`limiter_board_pod attack`), squat root's plain
+# registry name and fill a registry file named for a pod not their own
+# (`node_hostile_pod squat-pod`), and run two tenants whose ledger names are
+# terminal escapes (x ESC[2J ESC[H ESC[8m) and bytes that are not UTF-8. Every 20 s, and any miss is a violation:
+# root's `cushare top --once` and the exporter list every honest tenant
+# (top's output holds no escape byte, the exporter's is UTF-8, a scrape is
+# answered within 5 s), every honest ledger still says its own budget and
+# compute limit, the simulated device holds no more than the budgets
+# allow, and `cushare mps stop` returns within 15 s naming the holder. The
+# fd loop exits 3 (a violation) if more than two rounds were ever held.
 # A compact report goes to stdout and to --out; exit 1 on any violation,
 # 2 when it cannot run.
 #
@@ -83,9 +107,14 @@ report=$work/report.txt
 : >"$report"
 
 export LD_LIBRARY_PATH=$build/fakecuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export FAKECUDA_STATE=$work/private/fake.state
+export FAKECUDA_STATE=$work/dev/fake.state   # the simulated GPU: every user's, as /dev/nvidia*
 export FAKECUDA_MEM=16g FAKECUDA_CTX_BYTES=8m FAKECUDA_CTX_EXTRA_BYTES=8m
 export CUSHARE_BOARD=$work/board/cushare-board
+mkdir -m 1777 "$work/reg" "$work/share" "$work/mps"
+mkdir -m 0755 "$work/dev"
+chmod 1777 "$work/reg" "$work/share" "$work/board"
+export CUSHARE_REGISTRY=$work/reg/cushare-ledgers CUSHARE_SHARE_DIR=$work/share
+export CUSHARE_MPS_CONTROL=$build/fakecuda/fake-nvidia-cuda-mps-control
 export LIBVGPU_HOSTPID_BROKER=1
 unset CUDA_DEVICE_MEMORY_LIMIT CUDA_DEVICE_SM_LIMIT CUDA_DEVICE_MEMORY_SHARED_CACHE LD_PRELOAD
 
@@ -97,12 +126,14 @@ violation() { violations=$((violations + 1)); say "VIOLATION: $*"; }
 ledger_of() { echo "$work/private/ledger-${tenant_names[$1]}"; }
 
 # ---- cleanup ----------------------------------------------------------------
-broker_pid='' attacker_user='' attacker_pids=()
+broker_pid='' attacker_user='' attacker_pids=() holder_pids=() hostile_pids=() exporter_pid=
 declare -A alive=()                   # wrapper pid -> slot
 cleanup() {
   local p
   for p in "${!alive[@]}"; do kill -KILL "$p" 2>/dev/null; done
-  for p in "${attacker_pids[@]}"; do kill -KILL "$p" 2>/dev/null; done
+  for p in "${attacker_pids[@]}" "${holder_pids[@]}" "${hostile_pids[@]}"; do kill -KILL "$p" 2>/dev/null; done
+  [[ -n $exporter_pid ]] && kill -KILL "$exporter_pid" 2>/dev/null
+  [[ -n ${mps_started:-} ]] && "$cushare" mps stop --dir "$work/mps" --force >/dev/null 2>&1
   # PR_SET_PDEATHSIG ends the workers of killed wrappers; any left over is ours by its --stop path.
   for p in $(pgrep -f -- "--stop $stop" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
   for p in $(pgrep -f -- "--ledger $work/private/" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
@@ -263,6 +294,174 @@ else
   say "SKIPPED: broker and attacker need root (the broker's path is root's; useradd for the attacker)"
 fi
 
+# ---- hostile tenants and pods (docs/security.md) ------------------------------
+hostile=$work/attacker/u hstop=$work/attacker/hstop
+honest_mib=512 attacker_mib=1024
+# Only in the background (`as_attacker CMD &`): it execs, so that $! is the
+# attacker's process itself (a function run with & is a subshell, which a
+# kill would end while leaving its child behind).
+as_attacker() { exec setpriv --reuid="$a_uid" --regid="$a_gid" --clear-groups -- "$@"; }
+start_hostile() {
+  install -d -o "$a_uid" -g "$a_gid" -m 0755 "$hostile" "$hostile/fill"
+  chmod 0666 "$FAKECUDA_STATE"   # made by the first tenant
+  install -m 0666 /dev/null "$FAKECUDA_STATE.ctl"   # the fake's /dev/nvidiactl: exports are opens of it
+  port=$((20000 + $$ % 20000))
+  "$cushare" exporter --listen "127.0.0.1:$port" --registry "$CUSHARE_REGISTRY" --no-scan \
+    >"$work/logs/exporter.out" 2>"$work/logs/exporter.err" &
+  exporter_pid=$!
+  if "$cushare" mps start --dir "$work/mps" >"$work/logs/mps.out" 2>&1; then mps_started=1; fi
+  # The budget escape: export, release, keep the fd, in a slice of 1 GiB
+  # (the slice file mounted at /etc/cushare/slice.env in a mount namespace
+  # of its own, as a CDI spec does), while the tenant rewrites its live
+  # ledger's limit to 16 GiB.
+  mkdir -p "$work/slice/up" "$work/slice/work"
+  printf 'CUDA_DEVICE_MEMORY_LIMIT=%sm\nCUDA_DEVICE_MEMORY_SHARED_CACHE=%s\n' "$attacker_mib" \
+    "$hostile/fd.ledger" >"$work/slice/slice.env"
+  unshare -m --propagation private sh -c '
+    mount -t overlay overlay -o "lowerdir=/etc,upperdir=$1/up,workdir=$1/work" /etc &&
+    mkdir -p /etc/cushare && cp "$1/slice.env" /etc/cushare/slice.env &&
+    exec setpriv --reuid="$2" --regid="$3" --clear-groups -- env LD_PRELOAD="$4/libcushare.so" \
+      "$4/mem_hostile_share" soak-fd "$5"' sh "$work/slice" "$a_uid" "$a_gid" "$build" "$hstop" \
+    >"$work/logs/hostile-fd.out" 2>"$work/logs/hostile-fd.err" &
+  fd_loop_pid=$!
+  hostile_pids+=("$fd_loop_pid")
+  cat >"$work/attacker/loop.sh" <<'EOF'
+# The throwaway user's file attacks, until the stop file appears.
+probe=$1 stop=$2 ledger=$3 share=$4 uid=$5
+n=0
+while [ ! -e "$stop" ]; do
+  n=$((n + 1))
+  [ -e "$ledger" ] && "$probe" ledger-limit "$ledger" 17179869184
+  k=$(printf '%016x' $((RANDOM * 32768 + RANDOM)))
+  for f in "cushare-fdid-$uid-$k-1-3" "cushare-fdid-$uid-$k-01-3" "cushare-fdid-0-$k-1-3"; do
+    : >"$share/$f" 2>/dev/null
+  done
+  if [ $((n % 50)) -eq 0 ]; then rm -f "$share"/cushare-fdid-*; fi
+  sleep 0.1
+done
+echo "file attacks rounds $n"
+EOF
+  as_attacker bash "$work/attacker/loop.sh" "$probe" "$hstop" "$hostile/fd.ledger" "$CUSHARE_SHARE_DIR" "$a_uid" \
+    >"$work/logs/attacker-files.out" 2>"$work/logs/attacker-files.err" &
+  attacker_pids+=($!)
+  # Names made to break a terminal and a scraper, by a root pod (the
+  # throwaway user's own quota is full of its fake registrations).
+  local name
+  mkdir -p "$work/attacker/pod"
+  for name in "x"$'\e[2J\e[H\e[8m' "bad"$'\xff\xfe'"name"; do
+    unshare -m --propagation private "$cushare" run --mem 64MiB --ledger "$work/attacker/pod/$name" -- "$worker" --mode churn \
+      --max-kib 1024 --hold 4 --launches 4 --sync 4 --gap-us 50000 --blocks 10 --stop "$hstop" \
+      --pause "$work/attacker/pod/no-pause" --ack "$work/attacker/pod" \
+      >>"$work/logs/hostile-names.out" 2>>"$work/logs/hostile-names.err" &
+    hostile_pids+=($!)
+  done
+  as_attacker "$build/node_hostile_quota" fill "$hostile/fill" "$CUSHARE_REGISTRY" "$hostile/fill.ready" \
+    >"$work/logs/attacker-fill.out" 2>&1 &
+  holder_pids+=($!)
+  for _ in $(seq 600); do [[ -e $hostile/fill.ready ]] && break; sleep 0.1; done
+  [[ -e $hostile/fill.ready ]] || violation "the registry flood did not start (see logs/attacker-fill.out)"
+  as_attacker "$probe" conn-flood 127.0.0.2 "$port" 200 "$hstop" >"$work/logs/attacker-flood.out" 2>&1 &
+  attacker_pids+=($!)
+  as_attacker "$probe" lease "$CUSHARE_SHARE_DIR/cushare-share-0-00000000deadbeef" "$hstop" \
+    >"$work/logs/attacker-lease.out" 2>&1 &
+  attacker_pids+=($!)
+  local lock
+  lock=$(ls "$work"/mps/GPU-*/lock 2>/dev/null | head -1)
+  if [[ -n $lock ]]; then
+    as_attacker flock "$lock" sh -c 'while [ ! -e "$0" ]; do sleep 0.2; done' "$hstop" \
+      >"$work/logs/attacker-mps.out" 2>&1 &
+    attacker_pids+=($!)
+  fi
+  # Two root pods: mount namespaces of their own.
+  local pod
+  pod=$(printf '%016x' "$(stat -L -c %i /proc/self/ns/mnt)")
+  unshare -m --propagation private "$build/limiter_board_pod" attack "$CUSHARE_BOARD" "$pod" \
+    "$work/attacker/pod-board.ready" >"$work/logs/pod-board.out" 2>&1 &
+  holder_pids+=($!)
+  # The registry's: root's plain name and a file named for a pod that is
+  # not its own, 1024 live records, every lock held (it could also write
+  # over the honest pod's live file, root ignores modes: that costs the
+  # honest pod its records until its next start, docs/security.md, and is
+  # left out here, where every honest tenant must stay listed).
+  unshare -m --propagation private "$build/node_hostile_pod" squat-pod "$CUSHARE_REGISTRY" 00000000deadbeef \
+    "$work/attacker/pod-reg.ready" >"$work/logs/pod-reg.out" 2>&1 &
+  holder_pids+=($!)
+  for _ in $(seq 300); do
+    [[ -e $hostile/fill.ready && -e $work/attacker/pod-board.ready && -e $work/attacker/pod-reg.ready ]] && break
+    sleep 0.1
+  done
+  say "hostile: fd export/release/keep loop under ${attacker_mib} MiB with its ledger's limit rewritten to 16 GiB," \
+    "markers naming pid 1, escape and non-UTF-8 ledger names, 1024 fake registrations + 2001 squats," \
+    "200 connections against the exporter (port $port), a leased payer file at root's name," \
+    "${lock:+flock on $lock, }two root pods locking and squatting root's board and registry files"
+}
+
+# Root's views and every honest tenant's limits, under attack. Any miss is a
+# violation; counts go to the report.
+n_views=0 n_mps_checks=0 scrape_ms_max=0
+check_views() {
+  local out t name body t0 ms j lim sm used
+  local want_sm=(30 40 20 0)
+  n_views=$((n_views + 1))
+  out=$(timeout 60 "$cushare" top --once --interval 100 --registry "$CUSHARE_REGISTRY" --no-scan 2>&1)
+  printf '%s\n' "$out" >"$work/logs/top-last.txt"
+  [[ $out == *$'\e'* ]] && violation "root's top printed an escape byte (view $n_views)"
+  [[ $out == *'x?[2J?[H?[8m'* ]] || violation "root's top does not list the escape-named tenant, made safe (view $n_views)"
+  t0=$(date +%s%N)
+  body=$(curl -s --max-time 5 -o - -w '%{stderr}connect %{time_connect} first_byte %{time_starttransfer} total %{time_total} bytes %{size_download}\n' \
+    "http://127.0.0.1:$port/metrics" 2>>"$work/logs/scrapes.txt")
+  ms=$((($(date +%s%N) - t0) / 1000000))
+  ((ms > scrape_ms_max)) && scrape_ms_max=$ms
+  [[ -n $body ]] || violation "the exporter did not answer a scrape within 5 s (view $n_views)"
+  iconv -f UTF-8 -t UTF-8 <<<"$body" >/dev/null 2>&1 || violation "the exporter's answer is not UTF-8 (view $n_views)"
+  for ((t = 0; t < 4; t++)); do
+    name=ledger-${tenant_names[$t]}
+    [[ $out == *"$name"* ]] || { violation "root's top does not list tenant $name (view $n_views)"; cp "$work/logs/top-last.txt" "$work/logs/top-miss-$n_views.txt"; }
+    [[ -z $body || $body == *"$name"* ]] || violation "the exporter does not list tenant $name (view $n_views)"
+    j=$("$cushare" status --json "$(ledger_of "$t")" 2>/dev/null)
+    lim=$(jq '.devices[0].limit' <<<"$j") sm=$(jq '.devices[0].sm_limit // 0' <<<"$j")
+    ((lim == honest_mib * 1048576)) || violation "tenant $name: budget $lim, not ${honest_mib} MiB (view $n_views)"
+    ((sm == want_sm[t])) || violation "tenant $name: compute limit $sm, not ${want_sm[t]} (view $n_views)"
+  done
+  used=$("$probe" fake | awk '$1 == "device" { print $4 }')
+  # 4 honest budgets, the attacker's tenants, and every process's context.
+  local bound=$(((4 * honest_mib + attacker_mib + 2 * 64 + 80 * 16) * 1048576))
+  ((used <= bound)) || violation "the device holds $used B, more than every budget allows ($bound B): a budget escaped (view $n_views)"
+  if [[ -n ${mps_started:-} ]] && ((n_views % 6 == 1)); then
+    n_mps_checks=$((n_mps_checks + 1))
+    t0=$(date +%s%N)
+    "$cushare" mps stop --dir "$work/mps" >"$work/logs/mps-stop.out" 2>&1
+    local rc=$?
+    ms=$((($(date +%s%N) - t0) / 1000000))
+    if ((rc == 0)); then
+      mps_started=
+      violation "cushare mps stop succeeded although the attacker holds the MPS lock"
+    elif ((ms > 15000)); then
+      violation "cushare mps stop took $ms ms with the MPS lock held by another user"
+    elif ! grep -q "uid $a_uid" "$work/logs/mps-stop.out"; then
+      violation "cushare mps stop did not name the lock's holder: $(head -c 300 "$work/logs/mps-stop.out")"
+    fi
+  fi
+}
+
+# Stops the hostile tenants (before the comparison: their memory is not the
+# honest tenants'); the fd loop's status says whether it ever escaped.
+stop_hostile() {
+  touch "$hstop"
+  local p st
+  for p in "${hostile_pids[@]}"; do
+    wait "$p"; st=$?
+    if [[ $p == "${fd_loop_pid:-}" ]]; then
+      ((st == 0)) || violation "the fd export/release/keep loop ended with status $st: $(tail -c 300 "$work/logs/hostile-fd.out" "$work/logs/hostile-fd.err" | tr '\n' ' ')"
+    fi
+  done
+  hostile_pids=()
+  for p in "${holder_pids[@]}"; do kill -KILL "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+  holder_pids=()
+  say "hostile: $n_views views checked (top, exporter, limits, device), slowest scrape ${scrape_ms_max} ms, $n_mps_checks bounded mps stops; $(tr '\n' ' ' <"$work/logs/hostile-fd.out" 2>/dev/null)"
+  say "scrapes (seconds): $(awk '{ c += $2; f += $4; t += $6; if ($6 > m) m = $6; n++ } END { if (n) printf "%d, mean connect %.3f first byte %.3f total %.3f, slowest %.3f", n, c / n, f / n, t / n, m }' "$work/logs/scrapes.txt")"
+}
+
 # ---- the tenants --------------------------------------------------------------
 for ((s = 0; s < PROCS; s++)); do spawn "$s"; done
 log "spawned $PROCS processes"
@@ -322,6 +521,7 @@ EOF
     >"$work/logs/attacker-broker.out" 2>"$work/logs/attacker-broker.err" &
   attacker_pids+=($!)
   say "attacker: user $attacker_user (uid $a_uid): garbage and truncation in $work/board every 50 ms, 300 idle broker connections held"
+  start_hostile
 elif ((EUID == 0)); then
   say "SKIPPED: the attacker needs useradd and setpriv"
 fi
@@ -331,6 +531,7 @@ warm=$((secs / 10 < 60 ? secs / 10 : 60))
 t_end=$(($(now_s) + secs))
 t_warm=$(($(now_s) + warm))
 t_next_sample=$t_warm
+t_next_view=$(($(now_s) + 5))
 warm_sampled=0
 log "killing for ${secs}s (observer pid $obs, warm-up ${warm}s)"
 while (($(now_s) < t_end)); do
@@ -346,7 +547,15 @@ while (($(now_s) < t_end)); do
     if ((!warm_sampled)); then sample "$obs" start; warm_sampled=1; else sample "$(worker_of 0)" during; fi
     t_next_sample=$(($(now_s) + 30))
   fi
+  if [[ -n $exporter_pid ]] && (($(now_s) >= t_next_view)); then
+    check_views
+    t_next_view=$(($(now_s) + 20))
+  fi
 done
+if [[ -n $exporter_pid ]]; then
+  check_views
+  stop_hostile
+fi
 phase=quiesce
 # The last kill's slot is filled too: all $PROCS run when they are compared.
 sleep 1
@@ -512,7 +721,11 @@ if [[ -n $broker_pid ]]; then
   kill -TERM "$broker_pid"; wait "$broker_pid"; st=$?; broker_pid=
   ((st == 0)) || violation "the broker exited with status $st at shutdown"
 fi
-for f in "$work"/logs/attacker-*.out; do [[ -s $f ]] && say "attacker: $(cat "$f")"; done
+for f in "$work"/logs/attacker-*.out; do [[ -s $f ]] && say "attacker: $(head -c 300 "$f" | tr '\n' ' ')"; done
+if [[ -n $exporter_pid ]]; then
+  kill -KILL "$exporter_pid" 2>/dev/null; wait "$exporter_pid" 2>/dev/null; exporter_pid=
+fi
+[[ -n ${mps_started:-} ]] && "$cushare" mps stop --dir "$work/mps" --force >/dev/null 2>&1 && mps_started=
 
 # Distinct warnings of the library (numbers masked), for the record.
 say "-- tenant stderr, distinct lines (numbers masked), most frequent first"

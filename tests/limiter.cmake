@@ -25,6 +25,11 @@ cs_limiter_test(limiter_board_truncate test_board_truncate.c)
 # skipped, with the reason printed, where that is impossible.
 cs_limiter_test(limiter_board_hostile test_board_hostile.c
   ${CMAKE_SOURCE_DIR}/src/limiter/board.c $<TARGET_OBJECTS:cs_common>)
+# Two root "pods" (mount namespaces) on one board: one cannot lock, squat
+# or disown the other's file (root only; skipped, visibly, otherwise).
+cs_limiter_test(limiter_board_pod test_board_pod.c
+  ${CMAKE_SOURCE_DIR}/src/limiter/board.c $<TARGET_OBJECTS:cs_common>)
+set_tests_properties(limiter_board_pod PROPERTIES TIMEOUT 120)
 cs_limiter_test(limiter_share_long test_share.c ARGS long)
 cs_limiter_test(limiter_share_short test_share.c ARGS short)
 cs_limiter_test(limiter_paths test_paths.c)

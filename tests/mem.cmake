@@ -36,7 +36,7 @@ cs_mem_test(mem_ledger_foreign test_ledger_foreign.c)
 # (docs/security.md): mem_hostile_share is the kept-fd case, the others one
 # attacker each, skipped (visibly) unless root.
 cs_mem_test(mem_hostile_share test_hostile_share.c)
-foreach(case forged_user forged_pod leased pid1)
+foreach(case forged_user forged_pod pod_payer leased pid1)
   add_test(NAME mem_hostile_share_${case} COMMAND mem_hostile_share case ${case})
   get_test_property(mem_hostile_share ENVIRONMENT env)
   set_tests_properties(mem_hostile_share_${case} PROPERTIES ENVIRONMENT "${env}"

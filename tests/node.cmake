@@ -13,10 +13,11 @@ foreach(case top exporter mps)
 endforeach()
 # node_hostile_<case> (tests/node/test_node_hostile.c): a hostile user
 # against root's node view: a registry filled and squatted (quota), a
-# connection flood from one peer (flood). node_names: tenants' ledger names
+# connection flood from one peer (flood), a root pod against another root
+# pod's registration (pod). node_names: tenants' ledger names
 # with terminal escapes and bytes that are not UTF-8, through top, status
 # --json, promtool and a real Prometheus.
-foreach(case quota flood)
+foreach(case quota pod flood)
   cs_add_test(node_hostile_${case} SOURCES node/test_node_hostile.c LIBS cs_common
     ARGS ${case} ENV "CUSHARE_LOG_LEVEL=warn")
   set_tests_properties(node_hostile_${case} PROPERTIES TIMEOUT 240)

@@ -295,6 +295,9 @@ int cs__payer_pay(int fd);
 int cs__payer_elect(int fd);
 void cs__payer_elected(int fd);
 void cs__payer_close(const char *dir, uint64_t key, int fd);
+/* In a fork child, before it closes its copies of payer descriptors:
+ * it vouches for none (POSIX locks are not inherited). */
+void cs__payer_atfork_child(void);
 
 /* Private to src/ledger: one OFD lock operation on byte `byte` of the
  * ledger file: 0, -EAGAIN (held by another description) or -errno. */

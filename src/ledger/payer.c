@@ -12,7 +12,8 @@
  *   byte 0  read-locked by every process whose share carries the bytes
  *           (the paying tenant's holders);
  *   byte 1  write-locked, briefly, by a process taking the charge over;
- *   byte 2  read-locked by every other holder (standing by).
+ *   byte 2  read-locked by every other holder (standing by);
+ *   byte 3  a POSIX read lock of every paying process: its vouch.
  *
  * When byte 0 is free, no tenant pays: a standing-by process takes byte 1,
  * checks byte 0 again and moves the charge into its own tenant's share
@@ -29,6 +30,16 @@
  * another user holds on a file at our name fails the open at once instead
  * of stalling us (under cs__vmm_mu) until the lease breaks
  * (docs/security.md, "Payer files").
+ *
+ * Where pods all run as root (docs/security.md, "Kubernetes: every pod is
+ * root"), the owner check cannot keep another pod out: it may open the
+ * file and hold byte 0, so that nobody standing by ever takes the charge
+ * over. Byte 0 is an OFD lock, which does not say who holds it; so "paid"
+ * also needs byte 3's vouch: a POSIX lock (the kernel names its holder)
+ * held by a process of our own pod (core/pod.h). A file nobody of our pod
+ * vouches for is not believed when we import (we are charged as for new
+ * memory) and counts as unpaid when we stand by (we take the charge over):
+ * a stranger's lock costs an over-count, never an uncharged byte.
  */
 #define _GNU_SOURCE
 #include "ledger/ledger.h"
@@ -44,6 +55,7 @@
 
 #include "core/log.h"
 #include "core/path.h"
+#include "core/pod.h"
 
 #define SUBSYS "ledger"
 #define PAYER_MAGIC 0x3152594150534355ull /* "UCSPAYR1" */
@@ -52,7 +64,7 @@
 #define SWEEP_MAX 4096
 #define OPEN_FLAGS (O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY)
 
-enum { BYTE_PAYING = 0, BYTE_ELECT = 1, BYTE_STANDBY = 2 };
+enum { BYTE_PAYING = 0, BYTE_ELECT = 1, BYTE_STANDBY = 2, BYTE_VOUCH = 3 };
 
 struct payer_file {
     uint64_t magic;
@@ -60,6 +72,57 @@ struct payer_file {
     uint32_t reserved;
     uint64_t bytes;
 };
+
+/* The payer files this process vouches for. The vouch is a POSIX lock,
+ * which the kernel drops when the process closes *any* descriptor of the
+ * file: so every descriptor closed here is followed by vouching again
+ * through the ones kept (close_keeping_vouch). Guarded by cs__vmm_mu,
+ * which every caller of this file holds; emptied in a fork child (whose
+ * copies the caller closes; POSIX locks are not inherited). One past
+ * VOUCHED_MAX is not remembered: its vouch may lapse (an over-count). */
+#define VOUCHED_MAX 256
+static struct {
+    int fd;
+    dev_t dev;
+    ino_t ino;
+} vouched[VOUCHED_MAX];
+static int nvouched;
+
+static void vouched_add(int fd)
+{
+    struct stat st;
+    if (fstat(fd, &st))
+        return;
+    for (int i = 0; i < nvouched; i++)
+        if (vouched[i].fd == fd)
+            return;
+    if (nvouched < VOUCHED_MAX)
+        vouched[nvouched++] = (__typeof__(vouched[0])){fd, st.st_dev, st.st_ino};
+}
+
+static void vouched_remove(int fd)
+{
+    for (int i = 0; i < nvouched; i++)
+        if (vouched[i].fd == fd)
+            vouched[i--] = vouched[--nvouched];
+}
+
+/* close(fd), then our vouch again on the same file through the
+ * descriptors we keep. */
+static void close_keeping_vouch(int fd)
+{
+    struct stat st;
+    bool known = fstat(fd, &st) == 0;
+    close(fd);
+    for (int i = 0; known && i < nvouched; i++)
+        if (vouched[i].dev == st.st_dev && vouched[i].ino == st.st_ino)
+            cs_pod_vouch(vouched[i].fd, BYTE_VOUCH, F_RDLCK);
+}
+
+void cs__payer_atfork_child(void)
+{
+    nvouched = 0;
+}
 
 static void payer_name(const char *dir, uint64_t key, char *out, size_t n)
 {
@@ -109,7 +172,7 @@ static void sweep_once(const char *dir)
             fcntl(fd, F_OFD_SETLK, &fl) == 0)
             unlinkat(dirfd(d), e->d_name, 0);
         if (fd >= 0)
-            close(fd);
+            close_keeping_vouch(fd);
     }
     closedir(d);
 }
@@ -137,7 +200,7 @@ int cs__payer_open(const char *dir, uint64_t key, bool create, int *dev, uint64_
         struct payer_file f;
         if (fstat(fd, &st) || st.st_uid != geteuid() || (st.st_mode & 077) ||
             !S_ISREG(st.st_mode)) {
-            close(fd);
+            close_keeping_vouch(fd);
             return -EPERM;
         }
         if (create) {
@@ -146,11 +209,11 @@ int cs__payer_open(const char *dir, uint64_t key, bool create, int *dev, uint64_
             struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 3};
             f = (struct payer_file){PAYER_MAGIC, (uint32_t)*dev, 0, *bytes};
             if (fcntl(fd, F_OFD_SETLK, &fl)) {
-                close(fd);
+                close_keeping_vouch(fd);
                 return -EEXIST;
             }
             if (ftruncate(fd, 0) || pwrite(fd, &f, sizeof f, 0) != (ssize_t)sizeof f) {
-                close(fd);
+                close_keeping_vouch(fd);
                 return -EIO;
             }
             fl.l_len = 2; /* keep byte 2 (standby) through the downgrade below */
@@ -158,8 +221,11 @@ int cs__payer_open(const char *dir, uint64_t key, bool create, int *dev, uint64_
             fcntl(fd, F_OFD_SETLK, &fl);
         } else if (pread(fd, &f, sizeof f, 0) != (ssize_t)sizeof f || f.magic != PAYER_MAGIC ||
                    f.dev >= CS_MAX_DEVICES) {
-            close(fd);
+            close_keeping_vouch(fd);
             return -EPROTO;
+        } else if (!cs_pod_vouches(fd, BYTE_VOUCH, cs_pod_self())) {
+            close_keeping_vouch(fd); /* a stranger's file: its size is not ours to believe */
+            return -EPERM;
         }
         /* A standby lock first, so that the file is not removed under us;
          * then the name must still be ours (else a remover won: retry). */
@@ -168,22 +234,34 @@ int cs__payer_open(const char *dir, uint64_t key, bool create, int *dev, uint64_
             *bytes = f.bytes;
             return fd;
         }
-        close(fd);
+        close_keeping_vouch(fd);
     }
     return -EAGAIN;
 }
 
+/* Nobody pays: byte 0 is free, or whoever holds it is not vouched for
+ * by a process of our pod (a stranger holding byte 0 to keep us from
+ * taking the charge over). Asked by processes standing by, which hold no
+ * vouch of their own on the file. */
 bool cs__payer_unpaid(int fd)
 {
     struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = BYTE_PAYING, .l_len = 1};
-    return fcntl(fd, F_OFD_GETLK, &fl) == 0 && fl.l_type == F_UNLCK;
+    if (fcntl(fd, F_OFD_GETLK, &fl) != 0)
+        return false; /* cannot tell: the one who may pay keeps paying */
+    return fl.l_type == F_UNLCK || !cs_pod_vouches(fd, BYTE_VOUCH, cs_pod_self());
 }
 
+/* The POSIX vouch is this process's: closing any other descriptor of the
+ * file in this process drops it (the kernel's rule for POSIX locks); the
+ * next settle of a process paying through this file takes it again. */
 int cs__payer_pay(int fd)
 {
     int r = lock(fd, BYTE_PAYING, F_OFD_SETLK, F_RDLCK);
-    if (r == 0)
+    if (r == 0) {
+        if (cs_pod_vouch(fd, BYTE_VOUCH, F_RDLCK) == 0)
+            vouched_add(fd);
         lock(fd, BYTE_STANDBY, F_OFD_SETLK, F_UNLCK);
+    }
     return r;
 }
 
@@ -210,10 +288,12 @@ void cs__payer_close(const char *dir, uint64_t key, int fd)
         return;
     for (int b = BYTE_PAYING; b <= BYTE_STANDBY; b++)
         lock(fd, b, F_OFD_SETLK, F_UNLCK);
+    vouched_remove(fd);
+    cs_pod_vouch(fd, BYTE_VOUCH, F_UNLCK); /* another of ours keeps paying: see below */
     char name[4200];
     payer_name(dir, key, name, sizeof name);
     struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 3};
     if (fcntl(fd, F_OFD_SETLK, &fl) == 0 && still_named(fd, name))
         unlink(name); /* nobody pays, elects or stands by: nobody holds it */
-    close(fd);
+    close_keeping_vouch(fd);
 }

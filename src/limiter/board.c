@@ -17,6 +17,21 @@
  * opened relative to that descriptor with O_NOFOLLOW (and O_NONBLOCK, so a
  * FIFO planted under a board name cannot block us).
  *
+ * Pods (core/pod.h): where containers share a uid (every pod root, the
+ * directory mounted into each), a uid's file would be one every pod can
+ * lock, fill or truncate for all the others. So a process posts in its
+ * pod's own file, `<base>.<uid>.<pod>` (its mount namespace, 16 hex
+ * digits), and vouches for it with a POSIX read lock on byte
+ * CS_BOARD_VOUCH_BYTE while it lives; the file's write lock is a POSIX
+ * lock too, and one held by a stranger (not of our pod, or unseen) is
+ * posted past instead of waited for. A reader reads a file whose vouch a
+ * process of the named pod holds, and files vouched only by processes it
+ * cannot see (a pod in another pid namespace: some pod, it cannot tell
+ * which), without the per-uid limit; every other file (an older
+ * library's, a fallback, one made to pass for a pod's) keeps the per-uid
+ * limit, so a pod cannot crowd out another pod's file (docs/security.md,
+ * "Kubernetes: every pod is root").
+ *
  * Threads: a struct cs_board belongs to the watcher thread of one process
  * (watch.c); nothing here is shared between threads.
  */
@@ -36,6 +51,7 @@
 #include "core/io.h"
 #include "core/log.h"
 #include "core/path.h"
+#include "core/pod.h"
 #include "node/node.h"
 
 #define SUBSYS "limiter"
@@ -43,6 +59,7 @@
 #define CS_BOARD_SCAN_MAX 65536         /* directory entries looked at per listing */
 #define CS_BOARD_POSTS 64               /* devices one process posts for */
 #define FALLBACK "priorities of other tenants are unknown, NVML alone decides"
+#define CS_BOARD_VOUCH_BYTE 1 /* POSIX read locks of the processes posting in a file */
 
 /* One busy entry of another tenant, as a reader keeps it. */
 struct seen {
@@ -65,8 +82,10 @@ struct cs_board {
     struct cs_board_entry file[CS_BOARD_ENTRIES]; /* scratch for whole-file reads */
     /* The users with a board file, listed at most every CS_BOARD_RESCAN_NS. */
     uint32_t users[CS_BOARD_MAX_USERS];
-    uint64_t suffix[CS_BOARD_MAX_USERS]; /* 0: <base>.<uid>; else its fallback
+    uint64_t suffix[CS_BOARD_MAX_USERS]; /* 0: <base>.<uid>; else its pod's or
+                                            fallback name
                                             <base>.<uid>.<suffix, 16 hex digits> */
+    bool vouched[CS_BOARD_MAX_USERS];    /* a pod's file: not held to the per-uid limit */
     int nusers;
     int64_t listed_ns;
     bool listed;
@@ -170,10 +189,22 @@ static int open_dir(const char *dir)
 
 /* ---- our own file ----------------------------------------------------- */
 
+/* The file's write lock (byte 0) among the processes posting in it: a
+ * POSIX lock, so that the kernel names its holder. Never waited for. */
 static bool take_lock(int fd, short type)
 {
     struct flock fl = {.l_type = type, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1};
-    return fcntl(fd, F_OFD_SETLK, &fl) == 0;
+    return fcntl(fd, F_SETLK, &fl) == 0;
+}
+
+/* The write lock is held by a stranger: a process of another pod, one we
+ * cannot see, or an OFD lock (pid -1), none of which posts in our pod's
+ * file. Holding it must not keep us from posting. */
+static bool lock_held_by_stranger(int fd)
+{
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1};
+    return fcntl(fd, F_GETLK, &fl) == 0 && fl.l_type != F_UNLCK &&
+           cs_pod_of(fl.l_pid) != cs_pod_self();
 }
 
 /* Our file, damaged (truncated, garbled, a wrong mode) by us, root or a
@@ -234,6 +265,9 @@ static enum own_result adopt_own(struct cs_board *b, int fd)
         repair_own(b);
         take_lock(fd, F_UNLCK);
     }
+    /* Kept while we live; read_user never opens (and so never closes) a
+     * second descriptor of this file, which would drop it. */
+    cs_pod_vouch(fd, CS_BOARD_VOUCH_BYTE, F_RDLCK);
     return OWN_OK;
 }
 
@@ -244,9 +278,10 @@ static enum own_result adopt_own(struct cs_board *b, int fd)
 static enum own_result own_fallback(struct cs_board *b)
 {
     struct stat st;
-    char plain[sizeof b->base + 16], used[sizeof b->name];
+    char plain[sizeof b->base + 16], used[sizeof b->name], squat[sizeof b->name];
     snprintf(plain, sizeof plain, "%s.%u", b->base, (unsigned)b->uid);
-    unsigned owner = fstatat(b->dirfd, plain, &st, AT_SYMLINK_NOFOLLOW) ? 0u
+    snprintf(squat, sizeof squat, "%s", b->name); /* our pod's name, or the plain one */
+    unsigned owner = fstatat(b->dirfd, squat, &st, AT_SYMLINK_NOFOLLOW) ? 0u
                                                                          : (unsigned)st.st_uid;
     int fd = cs__node_open_fallback(b->dirfd, plain, b->uid, used, sizeof used);
     if (fd >= 0 && !own_trusted(b, fd)) {
@@ -255,14 +290,14 @@ static enum own_result own_fallback(struct cs_board *b)
     }
     if (fd < 0) {
         refuse("%s/%s is not ours (owned by uid %u, or not a regular file) and no file of "
-               "our own could be made beside it (%s); root: remove it", b->dir, plain, owner,
+               "our own could be made beside it (%s); root: remove it", b->dir, squat, owner,
                strerror(-fd));
         return OWN_REFUSED;
     }
     snprintf(b->name, sizeof b->name, "%s", used);
     cs_warn(SUBSYS, "node board: %s/%s is not ours (owned by uid %u, or not a regular file): "
             "another user took our name; posting in %s instead (root: remove %s/%s)", b->dir,
-            plain, owner, used, b->dir, plain);
+            squat, owner, used, b->dir, squat);
     return adopt_own(b, fd);
 }
 
@@ -283,6 +318,13 @@ static enum own_result open_own(struct cs_board *b)
     }
     if (!own_trusted(b, fd)) {
         close(fd);
+        return own_fallback(b);
+    }
+    /* Vouched for by us, or replaced when a stranger keeps us from it. */
+    fd = cs_pod_claim(b->dirfd, b->name, fd, CS_BOARD_VOUCH_BYTE);
+    if (fd < 0 || !own_trusted(b, fd)) {
+        if (fd >= 0)
+            close(fd);
         return own_fallback(b);
     }
     return adopt_own(b, fd);
@@ -308,7 +350,10 @@ static bool split_path(struct cs_board *b, const char *path)
 {
     const char *base;
     cs__path_dir(path, b->dir, sizeof b->dir, &base);
-    int n = snprintf(b->name, sizeof b->name, "%s.%u", base, (unsigned)b->uid);
+    uint64_t pod = cs_pod_self();
+    int n = pod ? snprintf(b->name, sizeof b->name, "%s.%u.%016llx", base, (unsigned)b->uid,
+                           (unsigned long long)pod)
+                : snprintf(b->name, sizeof b->name, "%s.%u", base, (unsigned)b->uid);
     if (!*base || n < 0 || (size_t)n >= sizeof b->name) {
         cs_warn(SUBSYS, "node board path %s has no usable file name; " FALLBACK, path);
         return false;
@@ -422,8 +467,9 @@ void cs__board_post(struct cs_board *b, const struct cs_board_post *p, int64_t n
     b->snap_valid = false;
     if (!own_still_ours(b))
         return;
-    if (!take_lock(b->fd, F_WRLCK))
-        return; /* another process of ours is posting: next tick */
+    bool locked = take_lock(b->fd, F_WRLCK);
+    if (!locked && !lock_held_by_stranger(b->fd))
+        return; /* another process of our pod is posting: next tick */
     int k = repair_own(b) ? post_slot(b, p->uuid) : -1;
     int i = k >= 0 ? find_or_claim(b, k, p, now) : -1;
     if (i >= 0) {
@@ -431,7 +477,8 @@ void cs__board_post(struct cs_board *b, const struct cs_board_post *p, int64_t n
         fill_entry(&e, p, now);
         cs__pwrite_full(b->fd, &e, sizeof e, entry_offset((unsigned)i));
     }
-    take_lock(b->fd, F_UNLCK);
+    if (locked)
+        take_lock(b->fd, F_UNLCK);
     if (k >= 0 && i < 0)
         cs_warn_capped(1, SUBSYS, "node board: our file %s/%s is full (%u live entries of "
                        "this user's tenants)", b->dir, b->name, CS_BOARD_ENTRIES);
@@ -460,12 +507,27 @@ static void user_file_name(const struct cs_board *b, int u, char *out, size_t n)
         snprintf(out, n, "%s.%u", b->base, (unsigned)b->users[u]);
 }
 
+/* Files of uid listed under the per-uid limit (not vouched for by a pod). */
 static int files_of(const struct cs_board *b, uint32_t uid)
 {
     int n = 0;
     for (int u = 0; u < b->nusers; u++)
-        n += b->users[u] == uid;
+        n += b->users[u] == uid && !b->vouched[u];
     return n;
+}
+
+/* Who vouches for the file `name` that claims to be pod `suffix`'s (0: a
+ * plain name, nobody's). */
+static enum cs_vouch file_vouch(const struct cs_board *b, const char *name, uint64_t suffix)
+{
+    if (!suffix)
+        return CS_VOUCH_NONE;
+    int fd = openat(b->dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return CS_VOUCH_NONE;
+    enum cs_vouch v = cs_pod_vouch_state(fd, CS_BOARD_VOUCH_BYTE, suffix);
+    close(fd);
+    return v;
 }
 
 /* Lists the users' board files; ours first, so that however many users
@@ -480,6 +542,7 @@ static void list_users(struct cs_board *b)
     b->users[0] = b->uid;
     if (!parse_user_file(b, b->name, &own_uid, &b->suffix[0]))
         b->suffix[0] = 0;
+    b->vouched[0] = true;
     b->nusers = 1;
     int fd = openat(b->dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
@@ -496,14 +559,18 @@ static void list_users(struct cs_board *b)
         struct stat st;
         if (!parse_user_file(b, de->d_name, &uid, &suffix) ||
             (uid == b->uid && suffix == b->suffix[0]) ||
-            fstatat(b->dirfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) || st.st_uid != uid ||
-            files_of(b, uid) >= CS_REG_FILES_PER_USER)
+            fstatat(b->dirfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) || st.st_uid != uid)
             continue;
+        enum cs_vouch v = file_vouch(b, de->d_name, suffix);
+        bool pods = v == CS_VOUCH_POD || v == CS_VOUCH_UNSEEN;
+        if (!pods && files_of(b, uid) >= CS_REG_FILES_PER_USER)
+            continue; /* over the uid's few: a fallback, or made to pass for a pod's */
         if (b->nusers == CS_BOARD_MAX_USERS) {
             more = true;
             break;
         }
         b->suffix[b->nusers] = suffix;
+        b->vouched[b->nusers] = pods;
         b->users[b->nusers++] = uid;
     }
     closedir(d);
@@ -520,7 +587,14 @@ static bool read_user(struct cs_board *b, int u)
     uint32_t uid = b->users[u];
     char name[sizeof b->base + 40];
     user_file_name(b, u, name, sizeof name);
-    int fd = openat(b->dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    /* Our own file through our descriptor: closing a second one would
+     * drop our vouch (a POSIX lock). Unless the name names another file
+     * now (replaced): that is what the others read. */
+    struct stat at;
+    bool own = u == 0 && b->fd >= 0 &&
+               !fstatat(b->dirfd, name, &at, AT_SYMLINK_NOFOLLOW) && at.st_dev == b->own_dev &&
+               at.st_ino == b->own_ino;
+    int fd = own ? b->fd : openat(b->dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0)
         return false;
     struct stat st;
@@ -529,7 +603,8 @@ static bool read_user(struct cs_board *b, int u)
               !(st.st_mode & 022) && st.st_size == CS_BOARD_SIZE &&
               cs__pread_full(fd, &h, sizeof h, 0) && header_ok(&h, uid) &&
               cs__pread_full(fd, b->file, sizeof b->file, entry_offset(0));
-    close(fd);
+    if (!own)
+        close(fd);
     return ok;
 }
 

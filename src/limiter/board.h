@@ -10,7 +10,9 @@
  * `cushare-board`), a regular file U owns, mode 0644. Nobody else can write
  * it, so the file system vouches that every entry in it is U's word, and a
  * user's file has CS_BOARD_ENTRIES entries: that is the per-user quota. A
- * user can fill, garble or truncate only their own file.
+ * user can fill, garble or truncate only their own file. Where pods share a
+ * uid (every pod root), U's processes in pod P write `<base>.<U>.<P>`
+ * instead, vouched for by their POSIX locks (board.c, "Pods").
  *
  * Nothing is mapped. Entries are read with pread and written with pwrite on
  * descriptors opened relative to the checked directory (O_NOFOLLOW), so a
@@ -22,9 +24,10 @@
  * entry's first 60 bytes: a pread racing a pwrite (which may tear) or
  * garbage reads as no entry.
  *
- * Writers of one user share the file. A process posts under an OFD write
- * lock on the file's first byte (non-blocking: when another process of the
- * user holds it, this tick's post is skipped): it rewrites the entry of its
+ * Writers of one user and pod share the file. A process posts under a
+ * POSIX write lock on the file's first byte (non-blocking: when another
+ * process of the pod holds it, this tick's post is skipped; a stranger's
+ * lock is posted past): it rewrites the entry of its
  * (tenant, device), else takes a free one (tenant 0), a stale one (seen
  * more than CS_BOARD_STALE_NS ago, or in the future) or a garbled one. A
  * writer repairs its own file (size, header, mode) if someone damaged it.
@@ -158,7 +161,7 @@ struct cs_board_view {
 
 struct cs_board;
 
-/* Opens the board whose files are `<path>.<uid>` (NULL: the default). The
+/* Opens the board whose files are `<path>.<uid>.<pod>` (NULL: the default). The
  * directory must be a real directory (no symlink) owned by root or by us,
  * and sticky if others can write it; it is created mode 1777, one level,
  * when missing. Our own file must be a regular file we own (created 0644).

@@ -70,7 +70,9 @@ void cs__vmm_fd_only_changed(int delta)
 void cs__vmm_shared_atfork_child(void)
 {
     /* Our copies of the payer descriptors only: the parent keeps its locks
-     * (an OFD lock goes with the last descriptor of its file). */
+     * (an OFD lock goes with the last descriptor of its file; a POSIX lock
+     * is the parent's alone). */
+    cs__payer_atfork_child();
     for (struct vmm_alloc *a = cs__vmm_allocs; a; a = a->next)
         for (int k = 0; k < CS_LEDGER_SHARE_KEYS; k++)
             if (a->payer_fd[k] >= 0)

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "core/io.h"
+#include "core/pod.h"
 #include "cushare/ledger.h"
 #include "node/internal.h"
 
@@ -194,6 +195,18 @@ static void offer_record(struct found_list *l, const struct cs_reg_record *r, ui
         offer(l, fd, shown, NULL, uid, uid == 0);
 }
 
+/* Whether the file named `<base>.<uid>.<pod>` is that pod's: a process
+ * of the pod holds its vouch (node.h, "Pods"). A name of a pod that no
+ * process of it vouches for is any other file. */
+static bool pod_file(int fd, const char *name)
+{
+    const char *dot = strrchr(name, '.');
+    if (!dot || strlen(dot + 1) != CS_REG_SUFFIX_LEN)
+        return false;
+    uint64_t pod = strtoull(dot + 1, NULL, 16);
+    return pod && cs_pod_vouches(fd, CS_REG_VOUCH_BYTE, pod);
+}
+
 /* One registry file, named for `uid`: read only when `uid` owns it (else
  * it is a squat, counted). */
 static void read_registry_file(struct found_list *l, int dirfd, const char *name, uint32_t uid,
@@ -210,12 +223,20 @@ static void read_registry_file(struct found_list *l, int dirfd, const char *name
         return;
     }
     struct owner_count *o = owner(l, uid);
-    if (!o || o->files >= CS_REG_FILES_PER_USER)
+    if (!o)
         return;
     int fd = cs_node_open_regular(dirfd, name, true, &st);
     if (fd < 0)
         return;
-    o->files++;
+    /* A pod's own file (vouched for by a process of the pod its name
+     * carries) is always read; the others count against the uid's few. */
+    if (!pod_file(fd, name)) {
+        if (o->files >= CS_REG_FILES_PER_USER) {
+            close(fd);
+            return;
+        }
+        o->files++;
+    }
     struct cs_reg_header h;
     bool ok = st.st_uid == uid && !(st.st_mode & 022) && st.st_size == CS_REG_SIZE &&
               cs__pread_full(fd, &h, sizeof h, 0) && cs__reg_header_ok(&h, uid) &&

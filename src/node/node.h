@@ -39,7 +39,19 @@
  * view lists every user's tenants however many another user registers. A record
  * in user U's file counts only for a ledger U owns (root's records count
  * for any), so nobody can make a reader attribute another user's ledger
- * to themselves. Files others can write are hostile input (as the board,
+ * to themselves.
+ *
+ * Pods (core/pod.h): where containers share a uid (all root, the node
+ * directory mounted into each), a registrant uses `<base>.<uid>.<pod>`,
+ * its pod's mount namespace in 16 hex digits, and vouches for it with a
+ * POSIX read lock on byte CS_REG_VOUCH_BYTE while it lives. Readers read
+ * such a file beyond the per-uid limit only when a process of the pod it
+ * names holds that vouch: one pod cannot crowd out another's file, nor
+ * make a file that passes for another pod's. The file's write lock is a
+ * POSIX lock too, waited for only while a process of the same pod holds
+ * it (a stranger holding it is written past), and a full file gives up a
+ * record whose registrant is not of the pod (docs/security.md,
+ * "Kubernetes: every pod is root"). Files others can write are hostile input (as the board,
  * board.h): opened with O_NOFOLLOW | O_NONBLOCK relative to a checked
  * directory, read with pread, checked field by field.
  */
@@ -62,7 +74,8 @@
 #define CS_NODE_DEFAULT_SCAN "/usr/local/vgpu/containers"
 #define CS_NODE_SCAN_MAX 8                 /* scan directories a reader takes */
 #define CS_REG_FILES_PER_USER 4            /* registry files read per uid */
-#define CS_REG_SUFFIX_LEN 16               /* hex digits of a fallback name */
+#define CS_REG_SUFFIX_LEN 16               /* hex digits of a fallback or pod name */
+#define CS_REG_VOUCH_BYTE 1u               /* POSIX read locks of the pod's registrants */
 #define CS_NODE_USER_TENANTS CS_REG_RECORDS /* ledgers listed per owner */
 
 struct cs_reg_header {

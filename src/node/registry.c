@@ -1,6 +1,6 @@
 /*
- * The registry of ledgers (node.h): one file per user in the node
- * directory, written with pwrite under an OFD write lock on byte 0, read
+ * The registry of ledgers (node.h): one file per user and pod in the node
+ * directory, written with pwrite under a POSIX write lock on byte 0, read
  * with pread, never mapped (a file truncated under a reader is a short
  * read, never a SIGBUS).
  *
@@ -30,12 +30,14 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/clock.h"
 #include "core/io.h"
 #include "core/log.h"
 #include "core/path.h"
+#include "core/pod.h"
 #include "node/internal.h"
 
 #define SUBSYS "node"
@@ -89,14 +91,11 @@ bool cs_node_lock_held(int fd, uint64_t byte)
     return fl.l_type != F_UNLCK;
 }
 
-static bool lock_byte(int fd, short type, uint64_t byte, bool wait)
+/* An OFD lock on one byte, never waited for. */
+static bool lock_byte(int fd, short type, uint64_t byte)
 {
     struct flock fl = {.l_type = type, .l_whence = SEEK_SET, .l_start = (off_t)byte, .l_len = 1};
-    int r;
-    do
-        r = fcntl(fd, wait ? F_OFD_SETLKW : F_OFD_SETLK, &fl);
-    while (r != 0 && errno == EINTR);
-    return r == 0;
+    return fcntl(fd, F_OFD_SETLK, &fl) == 0;
 }
 
 int cs__node_open_dir(const char *dir, bool create)
@@ -176,11 +175,12 @@ int cs__node_open_fallback(int dirfd, const char *name, uint32_t uid, char *used
     return open_if_ours(dirfd, used, uid, O_CREAT | O_EXCL);
 }
 
-/* Our registry file: `name`, or a fallback when another user took that
- * name first, said at warning level since the administrator's view
- * depends on it. `used` gets the name. */
-static int open_own(int dirfd, const char *dir, const char *name, uint32_t uid, char *used,
-                    size_t len)
+/* Our registry file: `name`, or a fallback beside `plain` (our uid's
+ * name without a pod) when another user took that name first, said at
+ * warning level since the administrator's view depends on it. `used` gets
+ * the name. */
+static int open_own(int dirfd, const char *dir, const char *name, const char *plain,
+                    uint32_t uid, char *used, size_t len)
 {
     snprintf(used, len, "%s", name);
     int fd = open_if_ours(dirfd, name, uid, O_CREAT);
@@ -190,12 +190,56 @@ static int open_own(int dirfd, const char *dir, const char *name, uint32_t uid, 
     if (fd != -EPERM && !(fd == -EACCES && there && st.st_uid != uid))
         return fd;
     unsigned owner = there ? (unsigned)st.st_uid : 0u;
-    fd = cs__node_open_fallback(dirfd, name, uid, used, len);
+    fd = cs__node_open_fallback(dirfd, plain, uid, used, len);
     cs_warn(SUBSYS, "registry file %s/%s is not ours (owned by uid %u, or not a regular "
             "file): another user took our name; %s%s%s (root: remove %s/%s)", dir, name, owner,
             fd >= 0 ? "registered in " : "cannot register at all: ", fd >= 0 ? used : "",
             fd >= 0 ? " instead" : strerror(-fd), dir, name);
     return fd;
+}
+
+/* How long a registrant waits for another process of its own pod to
+ * finish writing the file: bounded, on the start-up path. */
+#define REG_LOCK_WAIT_NS 2000000000ll
+
+/* The file's write lock among the registrants of our pod: a POSIX lock,
+ * so that the kernel names its holder. A holder of another pod, or one in
+ * a pid namespace we cannot see (or an OFD lock, pid -1), is a stranger
+ * holding it to keep us out: we write without it (the worst a race with
+ * an honest writer costs is one record, found again at its next start).
+ * True when we hold it. */
+static bool writer_lock(int fd)
+{
+    int64_t deadline = cs__now_ns() + REG_LOCK_WAIT_NS;
+    for (;;) {
+        struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1};
+        if (fcntl(fd, F_SETLK, &fl) == 0)
+            return true;
+        if (errno != EACCES && errno != EAGAIN)
+            return false;
+        fl = (struct flock){.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1};
+        if (fcntl(fd, F_GETLK, &fl) == 0 && fl.l_type != F_UNLCK &&
+            cs_pod_of(fl.l_pid) != cs_pod_self())
+            return false;
+        if (cs__now_ns() > deadline)
+            return false;
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+static void writer_unlock(int fd)
+{
+    struct flock fl = {.l_type = F_UNLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1};
+    fcntl(fd, F_SETLK, &fl);
+}
+
+/* Whether a live record's registrant is a process of our pod: a record
+ * a stranger wrote (or keeps live with a lock of its own) in our pod's
+ * file may be given up when the file is full. */
+static bool registrant_of_our_pod(const struct cs_reg_record *r)
+{
+    return r->pid > 0 && cs_pod_of((pid_t)r->pid) == cs_pod_self();
 }
 
 /* Records are read a page at a time. Read whole (256 KiB) into a buffer
@@ -228,21 +272,32 @@ static int pick_record(int fd, const struct cs_reg_record *want, bool *same)
         }
     }
     *same = false;
-    return spare;
+    if (spare >= 0)
+        return spare;
+    for (unsigned base = 0; base < CS_REG_RECORDS; base += REG_BATCH) {
+        if (!cs__pread_full(fd, recs, sizeof recs, cs__reg_offset(base)))
+            return -1;
+        for (unsigned i = base; i < base + REG_BATCH; i++)
+            if (!registrant_of_our_pod(&recs[i - base]))
+                return (int)i;
+    }
+    return -1;
 }
 
 static int register_in(int fd, const struct cs_reg_record *rec)
 {
-    if (!lock_byte(fd, F_WRLCK, 0, true))
-        return -errno;
+    bool locked = writer_lock(fd);
     int rc = -ENOSPC;
     bool same = false;
     int i = repair_own(fd, (uint32_t)geteuid()) ? pick_record(fd, rec, &same) : -1;
     /* A live record of the same ledger keeps its registrant's pid/fd: we
      * only add our lock to it. */
     if (i >= 0 && (same || cs__pwrite_full(fd, rec, sizeof *rec, cs__reg_offset((unsigned)i))))
-        rc = lock_byte(fd, F_RDLCK, CS_REG_LOCK_BASE + (unsigned)i, false) ? 0 : -errno;
-    lock_byte(fd, F_UNLCK, 0, false);
+        rc = lock_byte(fd, F_RDLCK, CS_REG_LOCK_BASE + (unsigned)i) ? 0 : -errno;
+    if (locked)
+        writer_unlock(fd);
+    if (rc == 0)
+        cs_pod_vouch(fd, CS_REG_VOUCH_BYTE, F_RDLCK); /* kept while we live (reg_fd) */
     return rc;
 }
 
@@ -268,13 +323,23 @@ void cs__node_register(const char *registry, const char *path, int fd, uint64_t 
     strcpy(rec.path, path);
     rec.check = cs__reg_check(&rec);
 
-    char dir[4096], name[320], used[360] = "";
+    char dir[4096], name[320], plain[300], used[360] = "";
     const char *base;
     cs__path_dir(registry, dir, sizeof dir, &base);
-    snprintf(name, sizeof name, "%s.%u", base, (unsigned)geteuid());
+    uint64_t pod = cs_pod_self();
+    snprintf(plain, sizeof plain, "%s.%u", base, (unsigned)geteuid());
+    if (pod)
+        snprintf(name, sizeof name, "%s.%u.%016llx", base, (unsigned)geteuid(),
+                 (unsigned long long)pod);
+    else
+        snprintf(name, sizeof name, "%s", plain);
     int dirfd = cs__node_open_dir(dir, true);
-    int own = dirfd >= 0 ? open_own(dirfd, dir, name, (uint32_t)geteuid(), used, sizeof used)
-                         : dirfd;
+    int own = dirfd >= 0
+                  ? open_own(dirfd, dir, name, plain, (uint32_t)geteuid(), used, sizeof used)
+                  : dirfd;
+    /* Vouched for by us, or replaced when a stranger keeps us from it. */
+    if (own >= 0 && !strcmp(used, name))
+        own = cs_pod_claim(dirfd, used, own, CS_REG_VOUCH_BYTE);
     int rc = own >= 0 ? register_in(own, &rec) : own;
     if (dirfd >= 0)
         close(dirfd);

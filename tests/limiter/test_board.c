@@ -16,6 +16,7 @@
 
 #include "check.h"
 #include "limiter/board.h"
+#include "limiter/board_test.h"
 
 #define SEC 1000000000ll
 
@@ -100,7 +101,7 @@ int main(void)
     CHECK(mkdtemp(dir) != NULL);
     char path[128], file[200];
     snprintf(path, sizeof path, "%s/board", dir);
-    snprintf(file, sizeof file, "%s.%u", path, (unsigned)geteuid());
+    board_own_file(file, sizeof file, path, (unsigned)geteuid());
     struct cs_board *b = cs__board_open(path);
     CHECK(b != NULL);
     /* Our own file, ours alone to write, readable by every tenant. */
@@ -177,7 +178,7 @@ int main(void)
     CHECK(b != NULL);
     CHECK_EQ(stat(sub, &st), 0);
     CHECK_EQ(st.st_mode & 07777, 01777);
-    snprintf(file, sizeof file, "%s.%u", subpath, (unsigned)geteuid());
+    board_own_file(file, sizeof file, subpath, (unsigned)geteuid());
     CHECK_EQ(stat(file, &st), 0);
     CHECK_EQ(st.st_mode & 07777, 0644);
     cs__board_close(b);

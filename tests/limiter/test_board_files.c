@@ -21,6 +21,7 @@
 
 #include "check.h"
 #include "limiter/board.h"
+#include "limiter/board_test.h"
 
 #define SEC 1000000000ll
 #define MS 1000000ll
@@ -172,7 +173,7 @@ static void truncated_under_tenants(void)
     }
     struct stat st;
     char own[PATH_MAX];
-    snprintf(own, sizeof own, "%s.%u", board, (unsigned)geteuid());
+    board_own_file(own, sizeof own, board, (unsigned)geteuid());
     CHECK_EQ(stat(own, &st), 0);
     CHECK_EQ(st.st_size, CS_BOARD_SIZE);
     /* Cut inside an entry, then extended by someone else: same. */
@@ -193,7 +194,7 @@ static void garbage_and_replacement(void)
     struct cs_board *w = cs__board_open(board), *r = cs__board_open(board);
     CHECK(w && r);
     char own[PATH_MAX];
-    snprintf(own, sizeof own, "%s.%u", board, (unsigned)geteuid());
+    board_own_file(own, sizeof own, board, (unsigned)geteuid());
     static char junk[CS_BOARD_SIZE];
     unsigned rng = 4242;
     for (size_t i = 0; i < sizeof junk; i++)
@@ -261,7 +262,7 @@ static void own_file_checks(void)
 {
     char base[PATH_MAX], own[PATH_MAX + 16];
     snprintf(base, sizeof base, "%s", path_in("planted"));
-    snprintf(own, sizeof own, "%s.%u", base, (unsigned)geteuid());
+    board_own_file(own, sizeof own, base, (unsigned)geteuid());
     CHECK_EQ(symlink(path_in("elsewhere"), own), 0);
     expect_fallback(base, "is not ours (owned by uid ");
     CHECK(access(path_in("elsewhere"), F_OK) != 0);

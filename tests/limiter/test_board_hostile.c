@@ -30,6 +30,7 @@
 #include <signal.h>
 
 #include "limiter/board.h"
+#include "limiter/board_test.h"
 #include "limiter/lim_test.h"
 #include "multiuser.h"
 
@@ -103,8 +104,8 @@ static int attack_squat(const char *path, const char *victim_uid)
     struct cs_board *b = cs__board_open(path); /* the attacker's own board */
     cs__board_close(b);
     char mine[PATH_MAX], theirs[PATH_MAX], cmd[3 * PATH_MAX];
-    snprintf(mine, sizeof mine, "%s.%u", path, (unsigned)geteuid());
-    snprintf(theirs, sizeof theirs, "%s.%s", path, victim_uid);
+    board_own_file(mine, sizeof mine, path, (unsigned)geteuid());
+    board_own_file(theirs, sizeof theirs, path, (unsigned)strtoul(victim_uid, NULL, 10));
     if (access(path, F_OK)) { /* layout 1: a board at the path itself */
         snprintf(cmd, sizeof cmd, "cp '%s' '%s'", mine, path);
         CHECK_EQ(system(cmd), 0);

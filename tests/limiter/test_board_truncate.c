@@ -13,13 +13,16 @@
 
 #include "limiter/board.h"
 #include "limiter/lim_test.h"
+#include "limiter/board_test.h"
 
-/* Size of the worker's board file (it runs as we do): board.<uid>, or
+/* Size of the worker's board file (it runs as we do): board.<uid>.<pod>, or
  * `board` itself in layout 1 (c17f7cb), of the same size. -1 if absent. */
 static off_t own_board_size(void)
 {
     struct stat st;
-    if (!stat(lim_path(lim_kv("board.%u", (unsigned)geteuid())), &st) ||
+    char own[4300];
+    board_own_file(own, sizeof own, lim_path("board"), (unsigned)geteuid());
+    if (!stat(own, &st) ||
         !stat(lim_path("board"), &st))
         return st.st_size;
     return -1;

@@ -18,6 +18,11 @@
  *               namespace (canonical and padded names): the importer is
  *               not fooled into joining that share, so when the exporter
  *               exits the ledger still shows what the importer maps.
+ *   pod_payer   tenant A exports memory that tenant B imports and maps (A
+ *               pays, B stands by); a root "pod" in another mount namespace
+ *               holds the payer file's paying byte (and a POSIX lock on its
+ *               vouch byte); A exits: B takes the charge over (before: the
+ *               stranger's lock said "paid" and 512 MiB went uncharged).
  *   leased      another user pre-creates a payer file at the victim's
  *               name pattern and holds a read lease on it: the victim's
  *               first export never breaks the lease (it does not open
@@ -179,17 +184,23 @@ static uint64_t my_share_key(const char *dir)
 }
 
 /* The exporter of `forged`: a live share X (64 MiB, its key public in its
- * marker's name) and an export of Y (512 MiB) released; sends Y's fd with
+ * marker's name) and an export of Y (512 MiB), released unless `keep`
+ * (pod_payer: its creator holds it and pays); sends Y's fd with
  * "X's key, its pid, Y's fd number" over sock, then exits when told. */
-static int exporter(int sock)
+static int exporter(int sock, bool keep)
 {
     context_on_device0();
     CUmemAllocationProp p = posix_prop();
-    CUmemGenericAllocationHandle x;
+    CUmemGenericAllocationHandle x, y;
     int xfd, yfd;
     OK(cuMemCreate(&x, 64 * MiB, &p, 0));
     OK(cuMemExportToShareableHandle(&xfd, x, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
-    OK(create_export_release(HALF_GIB, &yfd));
+    if (keep) { /* Y stays ours (mapped or not): we pay for it */
+        OK(cuMemCreate(&y, HALF_GIB, &p, 0));
+        OK(cuMemExportToShareableHandle(&yfd, y, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+    } else {
+        OK(create_export_release(HALF_GIB, &yfd));
+    }
     char text[96];
     int n = snprintf(text, sizeof text, "%016" PRIx64 " %d %d",
                      my_share_key(getenv("CUSHARE_SHARE_DIR")), (int)getpid(), yfd);
@@ -234,9 +245,12 @@ static int receive_fd(int sock, char *text, size_t n)
  * named the exporter's descriptor with X's key: once the exporter exits,
  * only our mapping keeps Y, and the ledger must show it (joining X's
  * share instead would hide 512 MiB). */
-static int forged(char **attacker_argv, bool as_user)
+/* Starts `self exporter` on a socket pair (keep: its Y stays its
+ * creator's; ledger: a ledger of its own, NULL: ours). *sock: our end,
+ * *yfd: Y's fd it sent, text: its words. Its pid. */
+static pid_t start_exporter(const char *ledger, bool keep, int *sock, int *yfd, char *text,
+                            size_t n)
 {
-    const char *dir = getenv("CUSHARE_SHARE_DIR");
     int sv[2];
     CHECK_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
     fflush(NULL);
@@ -244,15 +258,26 @@ static int forged(char **attacker_argv, bool as_user)
     CHECK(pid >= 0);
     if (pid == 0) {
         close(sv[0]);
+        if (ledger)
+            setenv("CUDA_DEVICE_MEMORY_SHARED_CACHE", ledger, 1);
         char num[16];
         snprintf(num, sizeof num, "%d", sv[1]);
-        char *a[] = {(char *)cs_test_self(), "exporter", num, NULL};
+        char *a[] = {(char *)cs_test_self(), "exporter", num, keep ? "keep" : NULL, NULL};
         execv(a[0], a);
         _exit(127);
     }
     close(sv[1]);
+    *sock = sv[0];
+    *yfd = receive_fd(sv[0], text, n);
+    return pid;
+}
+
+static int forged(char **attacker_argv, bool as_user)
+{
+    const char *dir = getenv("CUSHARE_SHARE_DIR");
+    int sock, yfd;
     char text[96];
-    int yfd = receive_fd(sv[0], text, sizeof text);
+    pid_t pid = start_exporter(NULL, false, &sock, &yfd, text, sizeof text);
     char xkey[17];
     int epid, efd;
     CHECK_EQ(sscanf(text, "%16s %d %d", xkey, &epid, &efd), 3);
@@ -281,7 +306,7 @@ static int forged(char **attacker_argv, bool as_user)
     CUmemGenericAllocationHandle h = import_map(yfd, HALF_GIB, &va);
     close(yfd);
     never_under(S, L, "imported and mapped beside the forged markers");
-    CHECK_EQ(write(sv[0], "x", 1), 1);
+    CHECK_EQ(write(sock, "x", 1), 1);
     int st;
     CHECK_EQ(waitpid(pid, &st, 0), pid);
     CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
@@ -342,46 +367,182 @@ static int lease_holder(int argc, char **argv)
     return 0;
 }
 
-static int leased(void)
+/* Starts argv (as u; as we are when u is NULL) with its stdin and stdout
+ * on pipes: *to writes to its stdin, *from reads its stdout. Its pid. */
+static pid_t spawn_piped(char **argv, const struct cs_test_user *u, int *to, int *from)
 {
-    const char *dir = getenv("CUSHARE_SHARE_DIR");
-    int to[2], from[2];
-    CHECK_EQ(pipe(to), 0);
-    CHECK_EQ(pipe(from), 0);
-    char uid[16];
-    snprintf(uid, sizeof uid, "%u", (unsigned)geteuid());
-    const struct cs_test_user *u = cs_test_user();
-    char *argv[] = {(char *)cs_test_self(), "lease-holder", (char *)dir, uid, NULL};
+    int in[2], out[2];
+    CHECK_EQ(pipe(in), 0);
+    CHECK_EQ(pipe(out), 0);
     fflush(NULL);
     pid_t pid = fork();
     CHECK(pid >= 0);
     if (pid == 0) {
-        dup2(to[0], 0);
-        dup2(from[1], 1);
-        close(to[1]);
-        close(from[0]);
-        _exit(cs_test_run_as(u, argv));
+        dup2(in[0], 0);
+        dup2(out[1], 1);
+        close(in[1]);
+        close(out[0]);
+        if (u)
+            _exit(cs_test_run_as(u, argv));
+        execvp(argv[0], argv);
+        _exit(127);
     }
-    close(to[0]);
-    close(from[1]);
-    char buf[64] = "";
-    ssize_t n = 0, r;
-    while (!strchr(buf, '\n') && (r = read(from[0], buf + n, sizeof buf - 1 - (size_t)n)) > 0)
-        buf[n += r] = 0;
+    close(in[0]);
+    close(out[1]);
+    *to = in[1];
+    *from = out[0];
+    return pid;
+}
+
+/* One line (at most n - 1 bytes) from fd, NUL-terminated. */
+static void read_line(int fd, char *buf, size_t n)
+{
+    size_t got = 0;
+    ssize_t r;
+    buf[0] = 0;
+    while (!strchr(buf, '\n') && (r = read(fd, buf + got, n - 1 - got)) > 0)
+        buf[got += (size_t)r] = 0;
+}
+
+static int leased(void)
+{
+    const char *dir = getenv("CUSHARE_SHARE_DIR");
+    char uid[16];
+    snprintf(uid, sizeof uid, "%u", (unsigned)geteuid());
+    char *argv[] = {(char *)cs_test_self(), "lease-holder", (char *)dir, uid, NULL};
+    int to, from;
+    pid_t pid = spawn_piped(argv, cs_test_user(), &to, &from);
+    char buf[64];
+    read_line(from, buf, sizeof buf);
     CHECK_STREQ(buf, "ready\n");
     context_on_device0();
     int fd;
     OK(create_export_release(64 * MiB, &fd)); /* the first export sweeps payer files */
     close(fd);
-    close(to[1]);
-    n = 0;
+    close(to);
+    ssize_t n = 0, r;
     buf[0] = 0;
-    while ((r = read(from[0], buf + n, sizeof buf - 1 - (size_t)n)) > 0)
+    while ((r = read(from, buf + n, sizeof buf - 1 - (size_t)n)) > 0)
         buf[n += r] = 0;
     int st;
     CHECK_EQ(waitpid(pid, &st, 0), pid);
     printf("attacker's lease: %s", buf);
     CHECK_STREQ(buf, "held\n");
+    return 0;
+}
+
+/* ---- a root pod holds the paying byte -------------------------------------- */
+
+/* Attacker: every payer file in argv[2] held as a payer would hold it
+ * (OFD read lock on the paying byte, POSIX read lock on the vouch byte);
+ * says "ready N" on fd 1, lets go when stdin closes. */
+static int hold_paying(int argc, char **argv)
+{
+    CHECK_EQ(argc, 3);
+    DIR *d = opendir(argv[2]);
+    CHECK(d != NULL);
+    struct dirent *e;
+    int held = 0;
+    while ((e = readdir(d))) {
+        if (strncmp(e->d_name, "cushare-share-", 14))
+            continue;
+        int fd = openat(dirfd(d), e->d_name, O_RDWR | O_NONBLOCK | O_CLOEXEC);
+        struct flock paying = {.l_type = F_RDLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1};
+        struct flock vouch = {.l_type = F_RDLCK, .l_whence = SEEK_SET, .l_start = 3, .l_len = 1};
+        if (fd >= 0 && fcntl(fd, F_OFD_SETLK, &paying) == 0 && fcntl(fd, F_SETLK, &vouch) == 0)
+            held++; /* the descriptor stays open: the locks with it */
+    }
+    closedir(d);
+    printf("ready %d\n", held);
+    fflush(stdout);
+    char c;
+    while (read(0, &c, 1) > 0)
+        ;
+    return 0;
+}
+
+/* Starts the attacker pod (a root process in its own mount namespace, the
+ * share directory bind-mounted elsewhere); returns its pid once it holds
+ * what it found, *to the pipe that lets it go. */
+static pid_t start_pod_holder(const char *dir, int *to)
+{
+    char script[] = "mkdir -p \"$1.pod\" && mount --bind \"$1\" \"$1.pod\" && "
+                    "exec \"$0\" hold-paying \"$1.pod\"";
+    char *a[] = {"unshare", "-m", "--propagation", "private", "sh", "-c", script,
+                 (char *)cs_test_self(), (char *)dir, NULL};
+    int from;
+    pid_t pid = spawn_piped(a, NULL, to, &from);
+    char buf[64];
+    read_line(from, buf, sizeof buf);
+    close(from);
+    printf("attacker pod: %s", buf);
+    int held = 0;
+    CHECK_EQ(sscanf(buf, "ready %d", &held), 1);
+    CHECK_GE(held, 1);
+    return pid;
+}
+
+static int pod_payer(void)
+{
+    const char *dir = getenv("CUSHARE_SHARE_DIR");
+    char other[4300];
+    snprintf(other, sizeof other, "%s.A", getenv("CUDA_DEVICE_MEMORY_SHARED_CACHE"));
+    int sock, yfd;
+    char text[96];
+    pid_t pid = start_exporter(other, true, &sock, &yfd, text, sizeof text); /* tenant A */
+    context_on_device0();
+    struct cs_ledger_header *L = ledger_map();
+    struct fakecuda_state *S = fake_state();
+    CUdeviceptr va;
+    CUmemGenericAllocationHandle h = import_map(yfd, HALF_GIB, &va);
+    close(yfd);
+    printf("tenant B maps A's 512 MiB, standing by: ledger %llu MiB\n",
+           (unsigned long long)(settled_used(L) / MiB));
+    CHECK_EQ_U(settled_used(L), 0); /* A pays: the case this test is about */
+    int to;
+    pid_t holder = start_pod_holder(dir, &to);
+    CHECK_EQ(write(sock, "x", 1), 1);
+    int st;
+    CHECK_EQ(waitpid(pid, &st, 0), pid);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    never_under(S, L, "A exited while a root pod holds the paying byte");
+    CHECK_EQ_U(fakecuda_load(&S->dev[0].used), HALF_GIB);
+    CHECK_EQ_U(settled_used(L), HALF_GIB);
+    close(to);
+    CHECK_EQ(waitpid(holder, &st, 0), holder);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    OK(cuMemUnmap(va, HALF_GIB));
+    OK(cuMemRelease(h));
+    CHECK_EQ_U(settled_used(L), 0);
+    return 0;
+}
+
+/* ---- the soak's attacker ---------------------------------------------------- */
+
+/* scripts/soak.sh runs this under `cushare run --mem 1GiB`: export,
+ * release, keep the fd, as many times as are let through, then close them
+ * all, again and again until `stop` exists. More than two 512 MiB rounds
+ * held at once is an escape from the budget: exit 3. */
+static int soak_fd(const char *stop)
+{
+    context_on_device0();
+    unsigned long rounds = 0, most = 0;
+    while (access(stop, F_OK) != 0) {
+        int fds[8], n = 0;
+        while (n < 8 && create_export_release(HALF_GIB, &fds[n]) == CUDA_SUCCESS)
+            n++;
+        if ((unsigned long)n > most)
+            most = (unsigned long)n;
+        for (int i = 0; i < n; i++)
+            close(fds[i]);
+        rounds++;
+        if (n > 2) {
+            printf("fd-loop ESCAPE: %d rounds of 512 MiB held under a 1 GiB budget\n", n);
+            return 3;
+        }
+        usleep(20000); /* an attacker's pace; the soak's CPU is shared */
+    }
+    printf("fd-loop rounds %lu, at most %lu held at once\n", rounds, most);
     return 0;
 }
 
@@ -420,7 +581,9 @@ int main(int argc, char **argv)
         if (!strcmp(m, "pid1"))
             return pid1();
         if (!strcmp(m, "exporter") && argc == 3)
-            return exporter(atoi(argv[2]));
+            return exporter(atoi(argv[2]), false);
+        if (!strcmp(m, "exporter") && argc == 4)
+            return exporter(atoi(argv[2]), true);
         if (!strcmp(m, "plant"))
             return plant_markers(argc, argv);
         if (!strcmp(m, "forged_user")) {
@@ -437,6 +600,12 @@ int main(int argc, char **argv)
                          (char *)cs_test_self(), NULL};
             return forged(a, false);
         }
+        if (!strcmp(m, "soak-fd") && argc == 3)
+            return soak_fd(argv[2]);
+        if (!strcmp(m, "hold-paying"))
+            return hold_paying(argc, argv);
+        if (!strcmp(m, "pod_payer"))
+            return pod_payer();
         if (!strcmp(m, "lease-holder"))
             return lease_holder(argc, argv);
         if (!strcmp(m, "leased"))
@@ -447,7 +616,7 @@ int main(int argc, char **argv)
     /* `case NAME`: one case of the header, in a fresh directory (CTest
      * runs each as a test of its own); no argument: fd_keeps. */
     if (argc != 1 && (argc != 3 || strcmp(argv[1], "case"))) {
-        fprintf(stderr, "usage: %s [case fd_keeps|forged_user|forged_pod|leased|pid1]\n",
+        fprintf(stderr, "usage: %s [case fd_keeps|forged_user|forged_pod|pod_payer|leased|pid1]\n",
                 argv[0]);
         return 2;
     }

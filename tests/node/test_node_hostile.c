@@ -11,6 +11,14 @@
  *          directories: root's status, top and exporter list both, say
  *          that a registry file is squatted, and the exporter's large
  *          response reaches a client that reads slowly, whole.
+ *   pod    two root "pods" (the attacker in a mount namespace of its own,
+ *          the registry directory bind-mounted elsewhere, as a node
+ *          directory is into every container): the attacker makes root's
+ *          plain registry file and the victim pod's own one first, holds
+ *          their write locks, fills the pod's file with live records of
+ *          its own and write-locks its vouch byte. The victim's registration
+ *          completes (before: it waited on the stranger's lock forever)
+ *          and root's view lists the victim's ledger.
  *   flood  one peer (127.0.0.2) keeps 200 connections to the exporter,
  *          reopening each as it is closed; a scrape from another address
  *          is answered within the (scaled) deadline; so is one behind 40
@@ -134,6 +142,55 @@ static int role_fill(const char *dir, const char *registry, const char *ready)
     }
     snprintf(path, sizeof path, "%s.0", registry);
     if (squat(path) || squat(ready))
+        return 1;
+    for (;;)
+        pause();
+}
+
+/* As a root "pod" in a mount namespace of its own: `registry`.0 and the
+ * victim pod's name made first, every lock a registrant takes held on
+ * them (the write lock, a vouch, and every record of the pod's file live
+ * and its own); then `ready`, held until killed. */
+static int role_squat_pod(const char *registry, const char *pod, const char *ready)
+{
+    char path[4600];
+    for (int k = 0; k < 2; k++) {
+        if (k == 0)
+            snprintf(path, sizeof path, "%s.0", registry);
+        else
+            snprintf(path, sizeof path, "%s.0.%s", registry, pod);
+        int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+        if (fd < 0 || ftruncate(fd, CS_REG_SIZE))
+            return 1;
+        struct cs_reg_header h;
+        cs__reg_init_header(&h, 0);
+        struct flock w = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1};
+        struct flock v = {.l_type = F_WRLCK, .l_whence = SEEK_SET,
+                          .l_start = CS_REG_VOUCH_BYTE, .l_len = 1};
+        if (pwrite(fd, &h, sizeof h, 0) != (ssize_t)sizeof h)
+            return 1;
+        /* Taken already when live registrants came first (scripts/soak.sh
+         * runs this beside them); here the attacker comes first. */
+        if (fcntl(fd, F_OFD_SETLK, &w) || fcntl(fd, F_SETLK, &v))
+            printf("attacker: a lock of %s is held already\n", path);
+        for (unsigned i = 0; k == 1 && i < CS_REG_RECORDS; i++) {
+            struct cs_reg_record r;
+            memset(&r, 0, sizeof r);
+            snprintf(r.path, sizeof r.path, "/nonexistent/forged-%u.ledger", i);
+            r.dev = 1;
+            r.ino = i + 1;
+            r.created_ns = i + 1;
+            r.pid = getpid();
+            r.fd = 0;
+            r.check = cs__reg_check(&r);
+            struct flock fl = {.l_type = F_RDLCK, .l_whence = SEEK_SET,
+                               .l_start = (off_t)(CS_REG_LOCK_BASE + i), .l_len = 1};
+            if (pwrite(fd, &r, sizeof r, cs__reg_offset(i)) != (ssize_t)sizeof r ||
+                fcntl(fd, F_OFD_SETLK, &fl))
+                return 1;
+        }
+    }
+    if (squat(ready))
         return 1;
     for (;;)
         pause();
@@ -419,6 +476,60 @@ static void case_quota(void)
     stop_attacker();
 }
 
+static void case_pod(void)
+{
+    cs_require_root("a second mount namespace (unshare -m) plays the attacker pod");
+    char dir[4200], ready[4500], ledger[4500], pod[24];
+    snprintf(dir, sizeof dir, "%s/podreg", lt_dir());
+    CHECK(mkdir(dir, 0755) == 0 && chmod(dir, 01777) == 0);
+    snprintf(reg, sizeof reg, "%s/cushare-ledgers", dir);
+    snprintf(ready, sizeof ready, "%s/pod-ready", lt_dir());
+    struct stat st;
+    CHECK(stat("/proc/self/ns/mnt", &st) == 0);
+    snprintf(pod, sizeof pod, "%016llx", (unsigned long long)st.st_ino);
+    char script[] = "mkdir -p \"$1.pod\" && mount --bind \"$1\" \"$1.pod\" && "
+                    "exec \"$0\" squat-pod \"$1.pod/cushare-ledgers\" \"$2\" \"$3\"";
+    char *a[] = {"unshare", "-m", "--propagation", "private", "sh", "-c", script,
+                 (char *)cs_test_self(), dir, pod, ready, NULL};
+    attacker_pid = cs_fork_tied();
+    if (attacker_pid == 0) {
+        execvp(a[0], a);
+        _exit(127);
+    }
+    atexit(stop_attacker);
+    CHECK(cs_wait_until(file_exists, ready, 30000));
+
+    /* The victim pod's tenant registers as the library does, in a child
+     * that keeps the registration (and says so) while it lives. */
+    snprintf(ledger, sizeof ledger, "%s/victim-pod.ledger", lt_dir());
+    int done[2];
+    CHECK(pipe2(done, O_CLOEXEC) == 0);
+    pid_t v = cs_fork_tied();
+    if (v == 0) {
+        close(done[0]);
+        int fd = make_ledger(ledger, 11);
+        if (fd < 0)
+            _exit(1);
+        cs__node_register(reg, ledger, fd, 11);
+        if (write(done[1], "r", 1) != 1)
+            _exit(1);
+        for (;;)
+            pause();
+    }
+    close(done[1]);
+    char c;
+    /* Fails here, naming the deadline, while the registration waits on
+     * the attacker's lock. */
+    cs_read_full(done[0], &c, 1, 10000);
+    char *s = run_root(ARGS("status", "--json", "--registry", reg, "--no-scan"));
+    CHECK_CONTAINS(s, "/victim-pod.ledger\"");
+    CHECK(!strstr(s, "forged-"));
+    free(s);
+    kill(v, SIGKILL);
+    waitpid(v, NULL, 0);
+    stop_attacker();
+}
+
 /* One peer's connections, each reopened as the exporter closes it, until
  * killed; a byte on `out` once FLOOD of them were made. */
 static void flooder(int out)
@@ -495,6 +606,8 @@ int main(int argc, char **argv)
 {
     if (argc == 5 && !strcmp(argv[1], "fill"))
         return role_fill(argv[2], argv[3], argv[4]);
+    if (argc == 5 && !strcmp(argv[1], "squat-pod"))
+        return role_squat_pod(argv[2], argv[3], argv[4]);
     if (argc == 5 && !strcmp(argv[1], "register"))
         return role_register(argv[2], argv[3], argv[4]);
     CHECK(argc == 2);
@@ -504,6 +617,8 @@ int main(int argc, char **argv)
     atexit(stop_exporter);
     if (!strcmp(argv[1], "quota"))
         case_quota();
+    else if (!strcmp(argv[1], "pod"))
+        case_pod();
     else if (!strcmp(argv[1], "flood"))
         case_flood();
     else
