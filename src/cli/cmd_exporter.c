@@ -541,12 +541,16 @@ static int admit(struct server *s, struct in_addr peer)
     return give_up;
 }
 
-/* Takes every pending connection (at most a table's worth a turn, so the
- * loop stays responsive): admitted, or closed at once, so a flood drains
- * from the kernel's backlog instead of queueing scrapers behind it. */
+/* Takes every pending connection, admitted or closed at once, so a flood
+ * drains from the kernel's backlog instead of queueing scrapers behind it.
+ * At most ACCEPT_BATCH a turn: bounded, so a peer that reconnects as fast
+ * as we close cannot keep the loop here; large, so one turn empties a
+ * full backlog (listen's SOMAXCONN). */
+#define ACCEPT_BATCH 4096
+
 static void accept_all(struct server *s)
 {
-    for (int k = 0; k < MAX_CONNS; k++) {
+    for (int k = 0; k < ACCEPT_BATCH; k++) {
         struct sockaddr_in a;
         socklen_t alen = sizeof a;
         int fd = accept4(s->lfd, (struct sockaddr *)&a, &alen, SOCK_CLOEXEC | SOCK_NONBLOCK);
@@ -649,7 +653,7 @@ int cs_cmd_exporter(int argc, char **argv)
     int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     int one = 1;
     if (lfd < 0 || setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) ||
-        bind(lfd, (struct sockaddr *)&addr, sizeof addr) || listen(lfd, 64)) {
+        bind(lfd, (struct sockaddr *)&addr, sizeof addr) || listen(lfd, SOMAXCONN)) {
         fprintf(stderr, "cushare: exporter: cannot listen on %s: %s\n", listen_at, strerror(errno));
         if (lfd >= 0)
             close(lfd);
