@@ -14,6 +14,9 @@ function(cs_mem_test name src)
 endfunction()
 
 cs_mem_test(mem_families test_families.c "CUDA_DEVICE_MEMORY_LIMIT=64m")
+# The fake driver refuses the first free of each kind once.
+cs_mem_test(mem_refused_free test_refused_free.c "CUDA_DEVICE_MEMORY_LIMIT=64m"
+  "FAKECUDA_FAIL_cuMemFree_v2=700:1" "FAKECUDA_FAIL_cuArrayDestroy=700:1")
 cs_mem_test(mem_views test_views.c "CUDA_DEVICE_MEMORY_LIMIT=64m" "FAKECUDA_CTX_BYTES=8m")
 cs_mem_test(mem_views_reap test_views_reap.c "CUDA_DEVICE_MEMORY_LIMIT=64m"
   "FAKECUDA_CTX_BYTES=8m")

@@ -35,6 +35,7 @@
 #include "hami/hami.h"
 #include "cushare/phases.h"
 #include "hook/runtime.h"
+#include "ledger/ledger.h"
 #include "node/node.h"
 
 /* The state runtime.h describes: written under init_mutex by first_init,
@@ -189,6 +190,7 @@ static void on_fork_child(void)
         init_state = running_from;
     phases = (struct cushare_phases){.version = CUSHARE_PHASES_VERSION};
     cs__ledger_atfork_child();
+    cs__gate_atfork_child();
     cs__fork_child_run();
 }
 

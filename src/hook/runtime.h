@@ -22,7 +22,9 @@
 #include "core/clock.h"
 #include "core/config.h"
 #include "hook/drv.h"
-#include "ledger/ledger.h"
+
+struct cs_ledger;
+struct cs_ledger_slot;
 
 struct cs_device_info {
     bool known;                  /* uuid/physical_total valid */
@@ -92,5 +94,40 @@ void cs__phase_identity(uint32_t tier, uint64_t lock_waits);
 
 /* Effective budget of ledger device `dev` (0 = none). */
 uint64_t cs__device_limit(int dev);
+
+/* Common prologue of every wrapper: initialise (fail closed), then pass
+ * the gate (gate.c): honour a suspend request, wake the tenant if it is
+ * parked off the GPU, and count the thread as inside a call until the
+ * wrapper returns (the cleanup runs after the return value is computed),
+ * so a parker never locks a process while one of its threads is between
+ * the gate and the driver. `real` NULL means the driver lacks the symbol.
+ * A statement at the top of a wrapper's block, once per block. */
+#define CS_ENTER(sym)                                                         \
+    do {                                                                      \
+        int cs_rc_ = cs__init();                                              \
+        if (cs_rc_)                                                           \
+            return cs__init_error(cs_rc_);                                    \
+        if (!cs_real.sym)                                                     \
+            return CUDA_ERROR_NOT_FOUND;                                      \
+    } while (0);                                                              \
+    struct cs_ledger_slot *cs_gate_ __attribute__((cleanup(cs__gate_leave), unused)) = \
+        cs__gate_enter()
+
+/* The gate (gate.c): returns the slot the thread is counted in (NULL when
+ * the process has none); cs__gate_leave uncounts it. */
+struct cs_ledger_slot *cs__gate_enter(void);
+void cs__gate_leave(struct cs_ledger_slot **counted);
+
+/* Suspend holds the gate made since start (or since fork), for the
+ * limiter's counters. */
+uint64_t cs__gate_suspend_holds(void);
+
+/* Fork child: nobody is held, no waker runs (the one fork handler). */
+void cs__gate_atfork_child(void);
+
+/* The device is out of physical memory for `bytes` within the budget: with
+ * parking on (CUSHARE_PARK), parks idle tenants of the node to free it
+ * (gate.c, docs/parking.md). 0 when it did (retry the driver), -errno. */
+int cs__park_make_room_for(uint64_t bytes);
 
 #endif

@@ -5,7 +5,7 @@
  *   tenant.c   the tenant's GPU time: other processes' slots in the ledger
  *   watch.c    the watcher thread: NVML, identity, board, policy decision
  *   board.c    the node board: tenants' priority and recent activity
- *   suspend.c  the suspend checkpoint and optional HAMi signal handlers
+ *   suspend.c  the optional HAMi signal handlers (suspend and resume)
  *   law.c      the control law (pure)
  *   shape.c    what part of the GPU a launch can hold (MPS devices)
  *
@@ -26,6 +26,7 @@
 #include "core/clock.h"
 
 #include "hook/runtime.h"
+#include "ledger/ledger.h"
 #include "limiter/law.h"
 #include "limiter/limiter.h"
 
@@ -235,10 +236,6 @@ void cs__watch_atfork_child(void);
 /* Suspend signals (suspend.c): installs the opt-in handlers once. */
 void cs__suspend_install_signals(void);
 
-/* Fork child: nobody is parked, and park_mu is free (suspend.c). */
-void cs__suspend_atfork_child(void);
-/* Fork child: the waker's mutex is free (wake.c). */
-void cs__wake_atfork_child(void);
 
 /* The legacy identity tier (probe.c): the PID NVML reports for us on
  * device `dev` (NVML handle `nd`), found by a serialised before/after

@@ -94,6 +94,7 @@ CS_EXPORT void cushare_limiter_stats(struct cushare_limiter_stats *out)
     for (size_t i = 0; i < n; i++)
         dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
     s.version = 4;
+    s.parks = cs__gate_suspend_holds(); /* the gate (src/hook) counts them */
     s.armed = (uint32_t)__atomic_load_n(&cs__lim_armed, __ATOMIC_RELAXED);
     uint64_t mask = 0;
     for (int d = 0; d < CS_MAX_DEVICES; d++)
@@ -115,8 +116,6 @@ void cs__lim_atfork_child(void)
     reset_all();
     cs__watch_atfork_child();
     cs__capture_atfork_child();
-    cs__suspend_atfork_child();
-    cs__wake_atfork_child();
     cs__mutex_reset(&arm_mu);
     memset(&cs__lim_stats, 0, sizeof cs__lim_stats);
     cs__lim_stats.version = 3;

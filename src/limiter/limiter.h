@@ -17,37 +17,6 @@
 
 #include "hook/runtime.h"
 
-/* Common prologue of every wrapper: initialise (fail closed), then pass
- * the gate (wake.c): honour a suspend request, wake the tenant if it is
- * parked off the GPU, and count the thread as inside a call until the
- * wrapper returns (the cleanup runs after the return value is computed),
- * so a parker never locks a process while one of its threads is between
- * the gate and the driver. `real` NULL means the driver lacks the symbol.
- * A statement at the top of a wrapper's block, once per block. */
-#define CS_ENTER(sym)                                                         \
-    do {                                                                      \
-        int cs_rc_ = cs__init();                                              \
-        if (cs_rc_)                                                           \
-            return cs__init_error(cs_rc_);                                    \
-        if (!cs_real.sym)                                                     \
-            return CUDA_ERROR_NOT_FOUND;                                      \
-    } while (0);                                                              \
-    struct cs_ledger_slot *cs_gate_ __attribute__((cleanup(cs__gate_leave), unused)) = \
-        cs__gate_enter()
-
-/* The gate (wake.c): returns the slot the thread is counted in (NULL when
- * the process has none); cs__gate_leave uncounts it. */
-struct cs_ledger_slot *cs__gate_enter(void);
-void cs__gate_leave(struct cs_ledger_slot **counted);
-
-/* The device is out of physical memory for `bytes` within the budget: with
- * parking on (CUSHARE_PARK), parks idle tenants of the node to free it
- * (wake.c, docs/parking.md). 0 when it did (retry the driver), -errno. */
-int cs__park_make_room_for(uint64_t bytes);
-
-/* Holds the calling thread while a suspend request stands (suspend.c). */
-void cs__suspend_hold(struct cs_ledger_slot *s);
-
 /* What a launch is: its kind keeps its own estimate of GPU time. */
 enum cs_lim_kind { CS_LIM_KERNEL = 0, CS_LIM_GRAPH = 1, CS_LIM_MEMSET = 2, CS_LIM_NKINDS };
 
@@ -238,7 +207,7 @@ struct cushare_limiter_stats {
     uint64_t markers;           /* events recorded */
     uint64_t sleeps;            /* pacing sleeps */
     uint64_t sleep_ns;          /* total time slept by pacing */
-    uint64_t parks;             /* suspend checkpoint parks */
+    uint64_t parks;             /* suspend checkpoint holds (src/hook/gate.c) */
     uint64_t engaged_mask;      /* bit d: pacing engaged on device d now */
     uint64_t captured;          /* launches passed through untouched because
                                    their stream was capturing */

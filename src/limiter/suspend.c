@@ -1,17 +1,12 @@
 /*
- * Suspend and resume (docs/limiter.md, "Suspend and resume").
+ * Suspend and resume (docs/limiter.md, "Suspend and resume"): the HAMi
+ * signals that ask for them.
  *
  * Protocol: `cushare suspend LEDGER` stores CS_SUSPEND in run_request of
  * every live slot; `cushare resume` stores CS_RUN there and FUTEX_WAKEs
- * the word. Every intercepted call passes the gate (CS_ENTER, wake.c):
- * with nothing requested the request word is read once. A thread that finds
- * CS_SUSPEND parks in FUTEX_WAIT on that very word (a non-private futex on
- * the MAP_SHARED ledger, so a waker in another process reaches it), with a
- * 1 s timeout as a safety net against a waker that never wakes. The gate
- * itself, shared with parking, is cs__gate_enter (wake.c). While any
- * thread of the process is parked, the slot's run_state is 1, which is
- * how `cushare suspend` counts "N processes parked". Work already queued
- * on the GPU finishes; nothing new is submitted.
+ * the word. Every intercepted call passes the gate (CS_ENTER,
+ * src/hook/gate.c), which holds the thread while CS_SUSPEND stands. Work
+ * already queued on the GPU finishes; nothing new is submitted.
  *
  * HAMi compatibility (opt-in, CUSHARE_HAMI_SIGNALS=1): SIGUSR2 suspends
  * and SIGUSR1 resumes the receiving process, as HAMi-core's handlers do.
@@ -36,47 +31,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/fork.h"
 #include "core/log.h"
 #include "limiter/internal.h"
 
 #define SUBSYS "limiter"
 
-/* park_mu guards parked and the 0<->1 transitions of our slot's run_state
- * it drives; taken by parking threads only, never across the wait. */
-static pthread_mutex_t park_mu = PTHREAD_MUTEX_INITIALIZER;
-static int parked; /* threads of this process parked, under park_mu */
-
-void cs__suspend_atfork_child(void)
-{
-    /* Only the forking thread exists in the child, and it is not parked;
-     * a parent thread may have held park_mu. The child claims a slot of
-     * its own, whose run_state starts at 0. */
-    cs__mutex_reset(&park_mu);
-    parked = 0;
-}
-
 static long futex(uint32_t *word, int op, uint32_t val, const struct timespec *ts)
 {
     return syscall(SYS_futex, word, op, val, ts, NULL, 0);
-}
-
-void cs__suspend_hold(struct cs_ledger_slot *s)
-{
-    pthread_mutex_lock(&park_mu);
-    if (parked++ == 0)
-        __atomic_store_n(&s->run_state, 1u, __ATOMIC_RELEASE);
-    pthread_mutex_unlock(&park_mu);
-    CS_LIM_STAT_ADD(parks, 1);
-    cs_info(SUBSYS, "suspended by request: parked until `cushare resume`");
-    while (__atomic_load_n(&s->run_request, __ATOMIC_ACQUIRE) == CS_SUSPEND) {
-        struct timespec ts = {.tv_sec = 1};
-        futex(&s->run_request, FUTEX_WAIT, CS_SUSPEND, &ts);
-    }
-    pthread_mutex_lock(&park_mu);
-    if (--parked == 0)
-        __atomic_store_n(&s->run_state, 0u, __ATOMIC_RELEASE);
-    pthread_mutex_unlock(&park_mu);
 }
 
 /* ---- HAMi signals (opt-in) --------------------------------------------- */

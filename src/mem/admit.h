@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #include "hook/runtime.h"
-#include "limiter/limiter.h"
+#include "ledger/ledger.h"
 #include "mem/track.h"
 
 /* Reserves `bytes` on `dev`: CUDA_SUCCESS or CUDA_ERROR_OUT_OF_MEMORY.

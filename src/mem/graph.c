@@ -11,6 +11,7 @@
 
 #include "core/fork.h"
 #include "core/log.h"
+#include "limiter/limiter.h"
 #include "mem/admit.h"
 
 static pthread_mutex_t graph_lock = PTHREAD_MUTEX_INITIALIZER;

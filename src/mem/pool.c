@@ -14,6 +14,7 @@
 
 #include "core/fork.h"
 #include "core/log.h"
+#include "limiter/limiter.h"
 #include "mem/admit.h"
 
 /* Serialises charge updates of one process's pools so a read of the

@@ -89,7 +89,9 @@ static void read_config(void)
         const char *cn = fakecuda_call_name(c);
         snprintf(name, sizeof(name), "FAKECUDA_FAIL_%s", cn);
         s = getenv(name);
-        fc_cfg.fail[c] = s && *s ? (int)strtol(s, NULL, 0) : 0;
+        char *end = NULL;
+        fc_cfg.fail[c] = s && *s ? (int)strtol(s, &end, 0) : 0;
+        fc_cfg.fail_times[c] = end && *end == ':' ? (unsigned)strtoul(end + 1, NULL, 0) : 0;
         fc_cfg.hook_of_call[c] = -1;
         for (int h = 0; h < FAKECUDA_HOOK_COUNT; h++)
             if (!strcmp(cn, fakecuda_hook_name(h)))
@@ -156,6 +158,9 @@ int fc_count(enum fakecuda_call c)
     int h = fc_cfg.hook_of_call[c];
     if (h >= 0)
         __atomic_fetch_add(&fc_S->hook_calls[h], 1, __ATOMIC_RELAXED);
+    if (fc_cfg.fail[c] && fc_cfg.fail_times[c] &&
+        __atomic_fetch_add(&fc_cfg.fail_seen[c], 1, __ATOMIC_RELAXED) >= fc_cfg.fail_times[c])
+        return 0;
     return fc_cfg.fail[c];
 }
 

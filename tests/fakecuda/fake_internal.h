@@ -46,7 +46,9 @@ struct fc_config {
     uint64_t nvml_sample_ns;  /* FAKECUDA_NVML_SAMPLE_MS * 1e6 (0: a sample per query) */
     int driver_version;       /* FAKECUDA_DRIVER_VERSION */
     char nvml_driver_version[80]; /* FAKECUDA_NVML_DRIVER_VERSION */
-    int fail[FAKECUDA_CALL_COUNT];       /* FAKECUDA_FAIL_<symbol> */
+    int fail[FAKECUDA_CALL_COUNT];       /* FAKECUDA_FAIL_<symbol>=CODE[:N] */
+    unsigned fail_times[FAKECUDA_CALL_COUNT]; /* N: only the first N calls fail (0: all) */
+    unsigned fail_seen[FAKECUDA_CALL_COUNT];  /* calls counted against N (atomic) */
     int hook_of_call[FAKECUDA_CALL_COUNT]; /* hooks.def row of an export, or -1 */
 };
 
@@ -60,7 +62,9 @@ int fc_common_init(enum fc_lib lib);
 struct fakecuda_state *fc_state_peek(void);
 
 /* Bumps the call counters of export `c`; returns its injected failure code
- * (FAKECUDA_FAIL_<symbol>) or 0. */
+ * (FAKECUDA_FAIL_<symbol>) or 0: for CODE:N, only the process's first N
+ * calls of that export fail, so a test can see a refused call and then the
+ * same call succeed. */
 int fc_count(enum fakecuda_call c);
 
 uint64_t fc_now_ns(void);          /* CLOCK_MONOTONIC */

@@ -4,7 +4,8 @@
  * were reaped only when an admission was refused. A process that claims a
  * slot now reaps them (and heals what they left beyond their slots), with
  * or without live processes around, before it has charged or viewed
- * anything.
+ * anything. A claim that lands on a dead process's own slot reaps that
+ * slot before taking it (counted as reaped, never as a second live slot).
  *
  * Only the ledger API of layout version 1 is used, so that the same test
  * shows the old behaviour.
@@ -78,6 +79,43 @@ static pid_t holder(struct cs_ledger *l, int *go_fd)
     return lt_helper_ready(pid, ready, go, go_fd);
 }
 
+/* A claim that lands on a dead process's slot reaps it before taking it:
+ * the dead process's bytes go back and it counts as reaped, not as a
+ * second live slot. The claim is steered onto that slot by rewinding the
+ * rotating hint to where the dead process's own claim started. */
+static void claim_on_a_dead_slot(struct cs_ledger *l)
+{
+    const uint64_t reaped = l->hdr->reaped, live = l->hdr->live;
+    const uint64_t hint = __atomic_load_n(&l->hdr->claim_hint, __ATOMIC_SEQ_CST);
+    const int idx = (int)(hint % CS_LEDGER_SLOTS);
+    int ready[2], go[2], go_fd;
+    pid_t pid = lt_helper_fork(l, ready, go);
+    if (pid == 0) {
+        CHECK_EQ(l->slot, idx);
+        CHECK_EQ(cs__ledger_reserve(l, 0, CS_MEM_DATA, EACH), 0);
+        lt_write_full(ready[1], "r", 1);
+        for (;;)
+            pause();
+    }
+    lt_helper_ready(pid, ready, go, &go_fd);
+    CHECK(kill(pid, SIGKILL) == 0);
+    int st = lt_wait(pid, 30);
+    CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+    close(go_fd);
+    CHECK_EQ(cs__ledger_slot(l, idx)->pid, pid);
+    CHECK_EQ_U(l->hdr->live, live + 1);
+    CHECK_EQ_U(cs__ledger_used(l, 0), EACH);
+
+    __atomic_store_n(&l->hdr->claim_hint, hint, __ATOMIC_SEQ_CST);
+    CHECK_EQ(cs__ledger_claim(l), 0);
+    CHECK_EQ(l->slot, idx);
+    CHECK_EQ_U(l->hdr->reaped, reaped + 1);
+    CHECK_EQ_U(l->hdr->live, live + 1);
+    CHECK_EQ_U(cs__ledger_used(l, 0), 0);
+    cs__ledger_leave(l);
+    CHECK_EQ_U(l->hdr->live, live);
+}
+
 int main(void)
 {
     struct cs_ledger_params p = lt_params(LIMIT);
@@ -121,6 +159,8 @@ int main(void)
     cs_wait_ok(h, 10000);
     cs__ledger_leave(&l);
     CHECK_EQ_U(cs__ledger_used(&l, 0), 0);
+
+    claim_on_a_dead_slot(&l);
     cs__ledger_close(&l);
     printf("ledger_reap_at_claim: ok\n");
     return 0;

@@ -156,30 +156,69 @@ static void vmm_and_external(void)
     expect_refused(cuImportExternalMemory(&ext, &desc), "cuImportExternalMemory");
 }
 
-static void graphs(void)
+/* Every graph launch variant hooks.def lists (GRAPHRUN rows), called
+ * through the exported symbol as an application linked to it would. */
+struct graph_launch {
+    const char *sym;
+    const char *family;
+};
+static const struct graph_launch graph_rows[] = {
+#define CS_CU(base, sym, since, variant, family, params, args) {#sym, #family},
+#define CS_NVML(sym, family, params, args)
+#include "hook/hooks.def"
+#undef CS_CU
+#undef CS_NVML
+};
+
+/* A graph with one 8 MiB allocation node, launched through `launch`: the
+ * device's graph reservation grows and is charged by that launch alone;
+ * trimming after the graph is gone gives it back. */
+static void graph_launch_charges(const char *sym)
 {
+    typedef CUresult (*launch_fn)(CUgraphExec, CUstream);
+    launch_fn launch = (launch_fn)dlsym(RTLD_DEFAULT, sym);
+    CHECK(launch != NULL);
+    cuuint64_t before = 0, reserved = 0;
+    CHECK_EQ(cuDeviceGetGraphMemAttribute(0, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, &before), CUDA_SUCCESS);
+    expect(before, CS_MEM_GRAPH, before, sym);
     CUgraph g;
     CUgraphNode n;
     CUgraphExec e;
     CHECK_EQ(cuGraphCreate(&g, 0), CUDA_SUCCESS);
     CUDA_MEM_ALLOC_NODE_PARAMS np = {.poolProps = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
                                                    .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}},
-                                     .bytesize = LIMIT + 1};
-    expect_refused(cuGraphAddMemAllocNode(&n, g, NULL, 0, &np), "cuGraphAddMemAllocNode");
-    np.bytesize = 8 * MiB;
+                                     .bytesize = 8 * MiB};
     CHECK_EQ(cuGraphAddMemAllocNode(&n, g, NULL, 0, &np), CUDA_SUCCESS);
     CHECK_EQ(cuGraphInstantiateWithFlags(&e, g, 0), CUDA_SUCCESS);
-    CHECK_EQ(cuGraphLaunch(e, NULL), CUDA_SUCCESS);
-    cuuint64_t reserved = 0;
+    CHECK_EQ(launch(e, NULL), CUDA_SUCCESS);
     CHECK_EQ(cuDeviceGetGraphMemAttribute(0, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, &reserved), CUDA_SUCCESS);
-    CHECK_GE(reserved, 8 * MiB);
-    expect(reserved, CS_MEM_GRAPH, reserved, "graph launch charges the graph reservation");
+    CHECK_GE(reserved, before + 8 * MiB);
+    expect(reserved, CS_MEM_GRAPH, reserved, sym);
     CHECK_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
     CHECK_EQ(cuGraphExecDestroy(e), CUDA_SUCCESS);
     CHECK_EQ(cuGraphDestroy(g), CUDA_SUCCESS);
     CHECK_EQ(cuDeviceGraphMemTrim(0), CUDA_SUCCESS);
     CHECK_EQ(cuDeviceGetGraphMemAttribute(0, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, &reserved), CUDA_SUCCESS);
     expect(reserved, CS_MEM_GRAPH, reserved, "trim gives graph memory back");
+}
+
+static void graphs(void)
+{
+    CUgraph g;
+    CUgraphNode n;
+    CHECK_EQ(cuGraphCreate(&g, 0), CUDA_SUCCESS);
+    CUDA_MEM_ALLOC_NODE_PARAMS np = {.poolProps = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                                   .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}},
+                                     .bytesize = LIMIT + 1};
+    expect_refused(cuGraphAddMemAllocNode(&n, g, NULL, 0, &np), "cuGraphAddMemAllocNode");
+    CHECK_EQ(cuGraphDestroy(g), CUDA_SUCCESS);
+    int variants = 0;
+    for (size_t i = 0; i < sizeof graph_rows / sizeof graph_rows[0]; i++)
+        if (!strcmp(graph_rows[i].family, "GRAPHRUN")) {
+            graph_launch_charges(graph_rows[i].sym);
+            variants++;
+        }
+    CHECK_GE(variants, 2); /* cuGraphLaunch and its per-thread-stream variant at least */
 }
 
 static void host_and_unknown(void)

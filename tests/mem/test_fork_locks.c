@@ -160,7 +160,7 @@ static const struct fork_case {
     {"limiter_devices", NULL, "cs__lim_devs", LAUNCHED, OP_LAUNCH},
     {"watcher_tick", "watch.c", "run_mu", LAUNCHED, OP_NONE},
     {"tenant", "tenant.c", "T", LAUNCHED, OP_NONE},
-    {"park", "suspend.c", "park_mu", LAUNCHED, OP_PARK},
+    {"park", "gate.c", "hold_mu", LAUNCHED, OP_PARK},
 };
 
 static CUdevice dev;
@@ -269,7 +269,7 @@ static void *resumer(void *arg)
 }
 
 /* Suspends this process (its own slot) and resumes it once a call has
- * parked: parking takes park_mu and the slot's run_state. */
+ * parked: the suspend hold takes hold_mu and the slot's run_state. */
 static void park_once(void)
 {
     struct cs_ledger_slot *s = my_slot();

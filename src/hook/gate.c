@@ -1,6 +1,6 @@
 /*
- * The gate every intercepted call passes (CS_ENTER), and waking a parked
- * tenant on demand (docs/parking.md).
+ * The gate every intercepted call passes (CS_ENTER): the suspend
+ * checkpoint, and waking a parked tenant on demand (docs/parking.md).
  *
  * Entry: the thread counts itself in its slot's in_call (a locked add,
  * a full barrier), stamps last_call_ns, then reads run_request. A parker
@@ -8,7 +8,7 @@
  * either this thread sees CS_PARKED and never enters the driver, or the
  * parker sees it counted and waits until it has left: nobody is locked
  * between our gate and the driver. CS_SUSPEND holds the thread as
- * `cushare suspend` asks (suspend.c); CS_PARKED makes it wake the tenant:
+ * `cushare suspend` asks (suspend_hold below); CS_PARKED makes it wake the tenant:
  * one thread per process performs the wake (the driver lets a process
  * restore and unlock itself and every process of the same user), the
  * others wait for it, then everybody proceeds. The wake also finishes
@@ -19,16 +19,20 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <linux/futex.h>
 #include <pthread.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/config.h"
 #include "core/fork.h"
 #include "core/clock.h"
 #include "core/log.h"
 #include "hook/drv.h"
-#include "limiter/internal.h"
+#include "hook/runtime.h"
+#include "ledger/ledger.h"
 #include "park/park.h"
 
 #define SUBSYS "park"
@@ -40,9 +44,60 @@
  * across the wake; never taken on the fast path. */
 static pthread_mutex_t wake_mu = PTHREAD_MUTEX_INITIALIZER;
 
-void cs__wake_atfork_child(void)
+/* hold_mu guards held and the 0<->1 transitions of our slot's run_state
+ * it drives; taken by held threads only, never across the wait. */
+static pthread_mutex_t hold_mu = PTHREAD_MUTEX_INITIALIZER;
+static int held;              /* threads of this process held, under hold_mu */
+static uint64_t holds;        /* suspend holds since start (atomic, relaxed) */
+
+void cs__gate_atfork_child(void)
 {
+    /* Only the forking thread exists in the child, and it is not held; a
+     * parent thread may have held either mutex. The child claims a slot
+     * of its own, whose run_state starts at 0. */
     cs__mutex_reset(&wake_mu);
+    cs__mutex_reset(&hold_mu);
+    held = 0;
+    __atomic_store_n(&holds, 0, __ATOMIC_RELAXED);
+}
+
+uint64_t cs__gate_suspend_holds(void)
+{
+    return __atomic_load_n(&holds, __ATOMIC_RELAXED);
+}
+
+static struct cs_ledger_slot *my_slot(void)
+{
+    return cs__ledger_my_slot(cs__ledger());
+}
+
+static long futex(uint32_t *word, int op, uint32_t val, const struct timespec *ts)
+{
+    return syscall(SYS_futex, word, op, val, ts, NULL, 0);
+}
+
+/* Holds the calling thread while a suspend request stands: FUTEX_WAIT on
+ * the request word itself (a non-private futex on the MAP_SHARED ledger,
+ * so `cushare resume` in another process reaches it), with a 1 s timeout
+ * as a safety net against a waker that never wakes. While any thread is
+ * held the slot's run_state is 1: how `cushare suspend` counts "N
+ * processes parked" (docs/limiter.md, "Suspend and resume"). */
+static void suspend_hold(struct cs_ledger_slot *s)
+{
+    pthread_mutex_lock(&hold_mu);
+    if (held++ == 0)
+        __atomic_store_n(&s->run_state, 1u, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&hold_mu);
+    __atomic_fetch_add(&holds, 1, __ATOMIC_RELAXED);
+    cs_info("limiter", "suspended by request: parked until `cushare resume`");
+    while (__atomic_load_n(&s->run_request, __ATOMIC_ACQUIRE) == CS_SUSPEND) {
+        struct timespec ts = {.tv_sec = 1};
+        futex(&s->run_request, FUTEX_WAIT, CS_SUSPEND, &ts);
+    }
+    pthread_mutex_lock(&hold_mu);
+    if (--held == 0)
+        __atomic_store_n(&s->run_state, 0u, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&hold_mu);
 }
 
 static int64_t coarse_now(void)
@@ -143,7 +198,7 @@ int cs__park_make_room_for(uint64_t bytes)
         int rc = make_room_once(l, bytes);
         if (rc == 0 || rc == -ENOSYS || cs__now_ns() >= deadline)
             return rc;
-        struct cs_ledger_slot *s = cs__lim_my_slot();
+        struct cs_ledger_slot *s = my_slot();
         if (s)
             __atomic_fetch_sub(&s->in_call, 1, __ATOMIC_SEQ_CST);
         pause_ms(100);
@@ -153,7 +208,7 @@ int cs__park_make_room_for(uint64_t bytes)
 
 struct cs_ledger_slot *cs__gate_enter(void)
 {
-    struct cs_ledger_slot *s = cs__lim_my_slot();
+    struct cs_ledger_slot *s = my_slot();
     if (__builtin_expect(!s, 0))
         return NULL;
     for (;;) {
@@ -165,7 +220,7 @@ struct cs_ledger_slot *cs__gate_enter(void)
             return s;
         __atomic_fetch_sub(&s->in_call, 1, __ATOMIC_SEQ_CST);
         if (req == CS_SUSPEND)
-            cs__suspend_hold(s);
+            suspend_hold(s);
         else
             wake_tenant(s);
     }
@@ -175,7 +230,7 @@ struct cs_ledger_slot *cs__gate_enter(void)
  * left its slot at exit must not touch a slot another process may claim. */
 void cs__gate_leave(struct cs_ledger_slot **counted)
 {
-    if (*counted && cs__lim_my_slot() == *counted)
+    if (*counted && my_slot() == *counted)
         __atomic_fetch_sub(&(*counted)->in_call, 1, __ATOMIC_RELEASE);
 }
 
