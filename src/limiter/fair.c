@@ -49,11 +49,14 @@ bool cs__fair_wants_more(uint32_t use_pm, uint32_t share_pm)
     return (uint64_t)use_pm * 100 >= (uint64_t)share_pm * CS_FAIR_AT_FLOOR_PCT;
 }
 
-/* A tenant's demand as the split sees it: what it uses, or anything when
- * it uses all of its floor (it may want more than it gets). */
-static uint32_t demand_of(uint32_t use_pm, uint32_t floor_pm)
+/* A peer's demand as the split sees it: what it uses, or anything when it
+ * fills the GPU or uses all of its floor (it may want more than it gets).
+ * Under time-slicing a filling tenant's use is its slice of the device,
+ * not what it would take: its queue never runs dry, so it wants more. */
+static uint32_t demand_of(const struct cs_fair_peer *p)
 {
-    return cs__fair_wants_more(use_pm, floor_pm) ? UINT32_MAX : use_pm;
+    uint32_t floor_pm = p->floor_pm ? p->floor_pm : 1;
+    return p->filling || cs__fair_wants_more(p->use_pm, floor_pm) ? UINT32_MAX : p->use_pm;
 }
 
 static uint32_t clamp_share(uint32_t pm)
@@ -83,10 +86,12 @@ static uint32_t entitlement(const struct cs_fair_in *in, bool *rivals, bool *hig
             *higher = true;
         } else if (p->priority == in->priority) {
             w[n] = p->floor_pm;
-            d[n++] = demand_of(p->use_pm, p->floor_pm ? p->floor_pm : 1);
+            d[n++] = demand_of(p);
             floors += p->floor_pm;
             *rivals = true;
-            *waiting |= !p->held && !p->filling && p->floor_pm &&
+            /* Held or not: one held to its floor still waits behind
+             * our queue whenever it has work. */
+            *waiting |= !p->filling && p->floor_pm &&
                         !cs__fair_wants_more(p->use_pm, p->floor_pm);
         }
     }

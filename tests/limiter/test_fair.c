@@ -101,10 +101,25 @@ static void conserving(void)
     o = decide(false, 7500, 7600, 10000, true, 1, &small);
     CHECK(o.engaged);
     CHECK_EQ(o.ahead_ns, CS_FAIR_PRIORITY_AHEAD_NS);
-    /* ... but not for one that fills it: that one wants throughput. */
+    /* A rival that fills the GPU wants more than it uses: under
+     * time-slicing its use is only its slice. Two saturating tenants at 25
+     * and 75 that the GPU's time-slicing splits 47/47: the 75 is under its
+     * floor and gets it; the 25 is held to its own. */
     small.filling = true;
     o = decide(false, 7500, 7600, 10000, true, 1, &small);
+    CHECK(o.engaged);
+    CHECK_EQ(o.share_pm, 7500);
+    CHECK_EQ(o.ahead_ns, 0); /* it wants throughput, not a short queue */
+    struct cs_fair_peer m75 = {.floor_pm = 7500, .use_pm = 4700, .filling = true};
+    o = decide(false, 2500, 4700, 10000, true, 1, &m75);
+    CHECK(o.engaged);
+    CHECK_EQ(o.why, CS_FAIR_CONTENDED);
+    CHECK_EQ(o.share_pm, 2500);
+    CHECK(o.turns);
+    struct cs_fair_peer m25 = {.floor_pm = 2500, .use_pm = 4700, .filling = true};
+    o = decide(false, 7500, 4700, 10000, true, 1, &m25);
     CHECK(!o.engaged);
+    CHECK_EQ(o.entitled_pm, 7500);
 }
 
 static void floor_under_contention(void)
