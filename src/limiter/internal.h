@@ -36,6 +36,8 @@
 #define CS_LIM_TICK_NS 100000000ll /* watcher period: 100 ms */
 #define CS_LIM_SLEEP_MAX_NS 50000000ll /* one pacing sleep at most 50 ms */
 #define CS_LIM_SAMPLE 8          /* well under the share: measure 1 launch in 8 */
+#define CS_LIM_FREE_SAMPLE 32    /* nothing engaged: 1 launch in 32 per thread
+                                    takes the slow path, charged for all 32 */
 #define CS_LIM_GROUP 8           /* launches one marker pair may span */
 #define CS_LIM_SIGS 256          /* signature table entries per device (hashed) */
 #define CS_LIM_SIG_WINDOW 16     /* minimum over the last 16..32 measurements */
@@ -113,7 +115,8 @@ struct cs_lim_dev {
     uint64_t sleep_ns;           /* atomic: time pacing slept on this device */
     uint64_t law_in_window_ns;   /* atomic: window time the law's holds left
                                     idle (our queue dry, our window open) */
-    int engaged;                 /* atomic: pacing on (policy decision) */
+    int engaged;                 /* atomic: pacing on (policy decision);
+                                    written only through cs__lim_set_engaged */
     int64_t ahead_ns;            /* atomic; written by the watcher: the law's
                                     run-ahead while engaged (short beside a
                                     higher priority, fair.h); 0 = default */
@@ -165,6 +168,10 @@ extern struct cushare_limiter_stats cs__lim_stats;
 #define CS_LIM_STAT_ADD(field, v) __atomic_fetch_add(&cs__lim_stats.field, (v), __ATOMIC_RELAXED)
 
 void cs__lim_sleep(int64_t ns);
+
+/* Sets device d's `engaged` flag and the process's copy of all of them
+ * that the free path reads; returns the flag's previous value. */
+int cs__lim_set_engaged(int d, int on);
 
 /* Harvests completed pairs of device d (its mutex held): publishes the
  * measured GPU time in our slot and charges the tenant's clock. */

@@ -14,8 +14,11 @@
  * Pacing: before a launch, the law says whether the tenant is ahead of its
  * share; if so the thread sleeps (clock_nanosleep, in slices of at most
  * 50 ms) and asks again. Only devices whose policy decision is "engaged"
- * pace; a limited device that is not engaged (policy default, nobody else
- * busy) still measures, so the decision can use the tenant's real share.
+ * pace. While no device of the process is engaged (policy default, no
+ * contention) launches take the free path: no lock, no driver call, no
+ * marker, except one in CS_LIM_FREE_SAMPLE per thread, which is measured
+ * and charged for the launches before it, so the decision still sees the
+ * tenant's real share.
  *
  * Fast path: cs__lim_armed (limiter.h) starts at 1; the first launch arms
  * the limiter from the ledger header (the creator's limits and policy
@@ -93,7 +96,7 @@ CS_EXPORT void cushare_limiter_stats(struct cushare_limiter_stats *out)
     size_t n = (sizeof s - offsetof(struct cushare_limiter_stats, paced_launches)) / 8;
     for (size_t i = 0; i < n; i++)
         dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
-    s.version = 4;
+    s.version = 5;
     s.parks = cs__gate_suspend_holds(); /* the gate (src/hook) counts them */
     s.armed = (uint32_t)__atomic_load_n(&cs__lim_armed, __ATOMIC_RELAXED);
     uint64_t mask = 0;
@@ -102,6 +105,27 @@ CS_EXPORT void cushare_limiter_stats(struct cushare_limiter_stats *out)
             mask |= 1ull << d;
     s.engaged_mask = mask;
     *out = s;
+}
+
+/* Bit d set while device d's pacing is engaged (or may be: a bit is
+ * cleared only when the flag it copies is 0 after the clearing), so a
+ * launch finding 0 needs no device lookup and no mutex. Written by the
+ * arming launch and the watcher; read by every launch. */
+static uint64_t engaged_bits;
+
+int cs__lim_set_engaged(int d, int on)
+{
+    struct cs_lim_dev *D = &cs__lim_devs[d];
+    int was = __atomic_exchange_n(&D->engaged, on, __ATOMIC_SEQ_CST);
+    uint64_t bit = 1ull << d;
+    if (on) {
+        __atomic_or_fetch(&engaged_bits, bit, __ATOMIC_SEQ_CST);
+    } else {
+        __atomic_and_fetch(&engaged_bits, ~bit, __ATOMIC_SEQ_CST);
+        if (__atomic_load_n(&D->engaged, __ATOMIC_SEQ_CST)) /* engaged meanwhile */
+            __atomic_or_fetch(&engaged_bits, bit, __ATOMIC_SEQ_CST);
+    }
+    return was;
 }
 
 /* ---- arming ------------------------------------------------------------ */
@@ -118,7 +142,7 @@ void cs__lim_atfork_child(void)
     cs__capture_atfork_child();
     cs__mutex_reset(&arm_mu);
     memset(&cs__lim_stats, 0, sizeof cs__lim_stats);
-    cs__lim_stats.version = 3;
+    cs__lim_stats.version = 5;
     __atomic_store_n(&arm_decided, 0, __ATOMIC_RELEASE);
     __atomic_store_n(&cs__lim_armed, 1, __ATOMIC_RELEASE);
 }
@@ -164,7 +188,7 @@ static void arm(void)
         D->pct = (pct >= 1 && pct <= 99 && policy != CS_POLICY_DISABLE) ? pct : 0;
         /* force: always; default: engaged until the watcher has looked
          * (fail closed). */
-        __atomic_store_n(&D->engaged, D->pct ? 1 : 0, __ATOMIC_RELAXED);
+        cs__lim_set_engaged(d, D->pct ? 1 : 0);
         any |= D->pct != 0;
         pthread_mutex_unlock(&D->mu);
     }
@@ -829,7 +853,7 @@ static void issue_ticket(struct cs_lim_ticket *t, struct cs_lim_dev *D, struct c
     t->est = (uint64_t)(est > 0 ? est : 0);
     int64_t now = cs__now_ns();
     D->queue_end_ns = (D->queue_end_ns > now ? D->queue_end_ns : now) +
-                      sig_drain(D, t->sig, (int64_t)t->est);
+                      sig_drain(D, t->sig, (int64_t)t->est) * t->weight;
     t->stream = NULL;
     t->start = NULL;
     t->group = 0;
@@ -881,15 +905,31 @@ static void hold_while_hami_blocks(void)
         nanosleep(&step, NULL);
 }
 
+/* The free path: while no device of this process is engaged, a launch
+ * goes untouched (no lock, no driver call) except one in
+ * CS_LIM_FREE_SAMPLE of each thread's, which takes the slow path and is
+ * charged by estimate for the ones before it, so the watcher still sees
+ * what the tenant uses. Returns the weight of a launch that must take the
+ * slow path, 0 for one that may go. */
+static uint32_t free_path_weight(void)
+{
+    static __thread uint32_t let_go; /* this thread's launches since its last sample */
+    if (__atomic_load_n(&engaged_bits, __ATOMIC_RELAXED))
+        return let_go = 0, 1;
+    if (++let_go < CS_LIM_FREE_SAMPLE)
+        return 0;
+    uint32_t w = let_go;
+    let_go = 0;
+    CS_LIM_STAT_ADD(free_launches, w - 1);
+    return w;
+}
+
 void cs__limiter_pace(struct cs_lim_ticket *t, CUstream stream, enum cs_lim_path path,
                       const struct cs_lim_launch *l)
 {
     if (!__atomic_load_n(&arm_decided, __ATOMIC_ACQUIRE))
         arm();
     if (!__atomic_load_n(&cs__lim_armed, __ATOMIC_RELAXED))
-        return;
-    if (!cs_drv.cuEventRecord || !cs_drv.cuEventQuery || !cs_drv.cuCtxGetCurrent ||
-        (!cs_drv.cuEventElapsedTime_v2 && !cs_drv.cuEventElapsedTime))
         return;
     const struct cs_lim_path_info *pi = &cs__lim_paths[path];
     CUstream rec = stream;
@@ -899,6 +939,13 @@ void cs__limiter_pace(struct cs_lim_ticket *t, CUstream stream, enum cs_lim_path
         CS_LIM_STAT_ADD(captured, 1);
         return;
     }
+    hold_while_hami_blocks();
+    uint32_t weight = free_path_weight();
+    if (!weight)
+        return;
+    if (!cs_drv.cuEventRecord || !cs_drv.cuEventQuery || !cs_drv.cuCtxGetCurrent ||
+        (!cs_drv.cuEventElapsedTime_v2 && !cs_drv.cuEventElapsedTime))
+        return;
     uintptr_t key = rec == CU_STREAM_PER_THREAD ? (uintptr_t)&per_thread_key : (uintptr_t)rec;
     CUcontext ctx = ctx_of(rec);
     if (!ctx)
@@ -906,11 +953,11 @@ void cs__limiter_pace(struct cs_lim_ticket *t, CUstream stream, enum cs_lim_path
     struct cs_lim_ctx *cx = ctx_get(ctx);
     struct cs_lim_dev *D = cx ? &cs__lim_devs[cx->dev] : NULL;
     if (D && D->pct) { /* pct: written once at arming, before arm_decided */
-        hold_while_hami_blocks();
         CS_LIM_STAT_ADD(paced_launches, 1);
         CS_LIM_STAT_ADD(launches_by_path[path], 1);
         t->sig = l->sig;
         t->kind = pi->kind;
+        t->weight = weight;
         bool engaged;
         struct cs_lim_stream *st = wait_turn(D, cx, key, rec, &engaged);
         struct cs_capture_guard g;
@@ -960,6 +1007,12 @@ void cs__limiter_measure(struct cs_lim_ticket *t, CUresult launched)
     int64_t now = cs__now_ns();
     pthread_mutex_lock(&D->mu);
     st->tickets--;
+    /* The launches the free path let go before this one ran as surely as
+     * it did: charged by its estimate, whether or not it is measured. */
+    uint32_t before = t->weight > 1 ? t->weight - 1 : 0;
+    if (before)
+        charge_by_estimate(D, st->cx->dev, t->sig, t->occ_ppm, before,
+                           (int64_t)t->est * before, 0, now);
     if (!t->group) {
         if (launched == CUDA_SUCCESS)
             charge_by_estimate(D, st->cx->dev, t->sig, t->occ_ppm, 1, (int64_t)t->est, 0, now);

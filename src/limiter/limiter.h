@@ -32,6 +32,8 @@ struct cs_lim_ticket {
     uint64_t sig;       /* kernel signature (cs__lim_sig_*), 0 = unknown */
     enum cs_lim_kind kind;
     uint32_t occ_ppm;   /* part of the GPU the launch can hold (shape.c) */
+    uint32_t weight;    /* launches this one stands for: itself and those
+                           its thread let go on the free path before it */
 };
 
 /* Nonzero while some device of this process may need pacing or
@@ -199,7 +201,7 @@ void cs__capture_atfork_child(void);
  * Exported as cushare_limiter_stats() so a test can read them through
  * dlsym without linking internals. */
 struct cushare_limiter_stats {
-    uint32_t version;           /* 4: watch_ticks added; 3: law_window_sleep_ns added; 2:
+    uint32_t version;           /* 5: free_launches added; 4: watch_ticks added; 3: law_window_sleep_ns added; 2:
                                    launches_by_path follows hooks.def */
     uint32_t armed;             /* the fast-path flag */
     uint64_t paced_launches;    /* launches that went through the slow path */
@@ -222,6 +224,8 @@ struct cushare_limiter_stats {
                                      own window: time nobody may use */
     uint64_t watch_ticks;       /* watcher ticks completed: a test waits for
                                    the watcher to have seen what it wrote */
+    uint64_t free_launches;     /* launches let go without the slow path:
+                                   nothing engaged, not this thread's sample */
 };
 
 #endif

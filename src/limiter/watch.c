@@ -732,7 +732,7 @@ static int decide_default(int d, uint32_t ppm, int32_t prio, int util, int forei
     int engaged = D->contended_until > now;
     __atomic_store_n(&D->ahead_ns, engaged ? w->fair.ahead_ns : 0, __ATOMIC_RELAXED);
     publish_state(d, ppm, engaged ? w->fair.why : CS_FAIR_FREE, w->fair.entitled_pm);
-    if (__atomic_exchange_n(&D->engaged, engaged, __ATOMIC_RELAXED) != engaged)
+    if (cs__lim_set_engaged(d, engaged) != engaged)
         cs_info(SUBSYS, "device %d: pacing %s (%s; use %.1f %%, entitled %.1f %%, device %d %% "
                 "busy, %d other busy tenant%s, unexplained %d %%)", d,
                 engaged ? "engaged" : "released", cs__fair_why_name(w->fair.why), ppm / 1e4,
@@ -811,7 +811,7 @@ static void tick(int64_t now)
                                                  .turns = true};
             if (known)
                 apply_share(d, true);
-            __atomic_store_n(&D->engaged, 1, __ATOMIC_RELAXED);
+            cs__lim_set_engaged(d, 1);
             publish_state(d, ppm, CS_FAIR_CAPPED, (uint32_t)D->pct * 100);
             update_window(d, &v, true, now);
             continue;
@@ -828,7 +828,7 @@ static void tick(int64_t now)
         if (D->hami_hold > 0) {
             if (known)
                 apply_share(d, true);
-            if (__atomic_exchange_n(&D->engaged, 1, __ATOMIC_RELAXED) != 1)
+            if (cs__lim_set_engaged(d, 1) != 1)
                 cs_info(SUBSYS, "device %d: pacing engaged by HAMi's utilization_switch", d);
             publish_state(d, ppm, CS_FAIR_CAPPED, (uint32_t)D->pct * 100);
             update_window(d, &v, true, now);

@@ -324,7 +324,10 @@ static struct {
     CUfunction fn;
     unsigned blocks;
     int rounds;
+    uint64_t before;     /* groups ended before the round (groups_ended) */
 } bg;
+
+static uint64_t groups_ended(void);
 
 static void *bg_launcher(void *arg)
 {
@@ -334,8 +337,12 @@ static void *bg_launcher(void *arg)
     CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     for (int r = 0; r < bg.rounds; r++) {
         pthread_barrier_wait(&bg.go);
-        for (int i = 0; i < 16; i++)
-            CK(cuLaunchKernel(bg.fn, bg.blocks, 1, 1, 128, 1, 1, 0, s, NULL, NULL));
+        /* Batches of 16 until one of our groups has ended: an unengaged
+         * limiter measures only a sample of the launches (its free path),
+         * so a round must be long enough to open a group. */
+        for (int b = 0; b < 256 && (b == 0 || groups_ended() <= bg.before); b++)
+            for (int i = 0; i < 16; i++)
+                CK(cuLaunchKernel(bg.fn, bg.blocks, 1, 1, 128, 1, 1, 0, s, NULL, NULL));
         pthread_barrier_wait(&bg.done);
     }
     return NULL;
@@ -425,6 +432,7 @@ static CUgraph capture_once(CUstreamCaptureMode m, int to_graph, CUfunction fn, 
         CK(cuStreamBeginCapture_v2(s, m));
     }
     uint64_t before = groups_ended();
+    bg.before = before;
     pthread_barrier_wait(&bg.go);
     pthread_barrier_wait(&bg.done);
     wait_watcher_harvest(before);
