@@ -18,7 +18,7 @@ import time
 
 import torch
 
-from timing import add_timing_args, wait_for_start
+from timing import add_timing_args, limiter_note, wait_for_start
 
 
 def build(layers):
@@ -77,7 +77,7 @@ def main():
     p99 = lat[int(0.99 * (len(lat) - 1) + 0.5)]
     tokens = len(lat) * a.batch_size * a.new
     print(f"RESULT workload=decode rate={tokens / secs:.1f} kernels={len(lat)} secs={secs:.3f} "
-          f"calls={len(lat)} p50_ms={p50:.3f} p99_ms={p99:.3f}", flush=True)
+          f"calls={len(lat)} p50_ms={p50:.3f} p99_ms={p99:.3f}" + limiter_note(), flush=True)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ import argparse
 
 import torch
 
-from timing import add_timing_args, measure, wait_for_start
+from timing import add_timing_args, limiter_note, measure, wait_for_start
 
 
 def main():
@@ -38,7 +38,7 @@ def main():
     rate = counted / secs
     tflops = rate * 2 * a.n ** 3 / 1e12
     print(f"RESULT workload=matmul rate={rate:.1f} kernels={counted} "
-          f"secs={secs:.3f} tflops={tflops:.1f}", flush=True)
+          f"secs={secs:.3f} tflops={tflops:.1f}" + limiter_note(), flush=True)
 
 
 if __name__ == "__main__":

@@ -66,3 +66,20 @@ def measure(step, batch, sync, warmup, secs):
                     print(f"SLICES pid={os.getpid()} from={t_meas:.3f} to={t:.3f} "
                           f"rates={','.join(f'{r:.0f}' for r in rates)}", file=sys.stderr)
                 return counted, t - t_meas
+
+
+def limiter_note():
+    """' lim_sleeps=N lim_sleep_ms=T lim_paced=P lim_markers=M' when the
+    process runs under libcushare (cushare_limiter_stats is exported),
+    else '': whether pacing held this tenant, for the RESULT line."""
+    import ctypes
+    try:
+        fn = ctypes.CDLL(None).cushare_limiter_stats
+    except (OSError, AttributeError):
+        return ""
+    buf = (ctypes.c_uint64 * 1024)()  # larger than any version of the struct
+    fn(buf)
+    # version and armed share the first word; then paced, measured,
+    # markers, sleeps, sleep_ns (src/limiter/limiter.h).
+    return (f" lim_sleeps={buf[4]} lim_sleep_ms={buf[5] / 1e6:.1f}"
+            f" lim_paced={buf[1]} lim_markers={buf[3]}")

@@ -17,7 +17,7 @@
 # Run from the repository root after `make` (uses ./build):
 #   OUT=/some/dir tests/gpu/limiter/fair.sh          on the GPU machine
 #   FAKE=1 OUT=/tmp/fair tests/gpu/limiter/fair.sh   on the fake driver
-# Optional: REPS (3), SECS (2.5), WARMUP (1), BUDGET (420 s), MIXES ("a,b":
+# Optional: NODE_TRACE=1 (node.jsonl: the node view every 0.5 s), REPS (3), SECS (2.5), WARMUP (1), BUDGET (420 s), MIXES ("a,b":
 # names above), FAIR_FORCE=0 (leave out the force runs of the saturating
 # mixes: tests/gpu/limiter/run.sh judges caps too).
 # Everything lands in $OUT: fair-bench.txt (the table and verdicts),
@@ -66,6 +66,12 @@ M=()
 IFS=, read -r -a want <<< "${MIXES:-decode+decode,decode+hog,graph x4,matmul 25+75,matmul 20/30/50}"
 for m in "${want[@]}"; do M+=(--mix "$m"); done
 
+# NODE_TRACE=1: the node view (every tenant's share decision) every 0.5 s.
+if [ "${NODE_TRACE:-0}" = 1 ]; then
+    ( while :; do "$BUILD/cushare" status --json 2>/dev/null; sleep 0.5; done ) > "$OUT/node.jsonl" &
+    TRACE=$!
+    trap 'kill $TRACE 2>/dev/null' EXIT
+fi
 python3 "$ROOT/bench/limiter/fair.py" --cushare "$BUILD/cushare" "${W[@]}" "${M[@]}" \
     --reps "$REPS" --secs "$SECS" --warmup "$WARMUP" --budget "$BUDGET" --out "$OUT"
 rc=$?

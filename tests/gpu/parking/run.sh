@@ -12,9 +12,13 @@
 # BURSTS bursts after seeded idle gaps, nvidia-smi sampled throughout.
 # Writes into $OUT (default /tmp/parking-out): summary.txt (verdicts),
 # run.log, reference.jsonl, bare.txt, probe.txt, tenants.jsonl,
-# status.jsonl, smi.csv. Exit 0 when every verdict PASSes. Knobs (env):
-# TENANTS 8, BUDGET 24g, BALLAST_GIB 16, BURSTS 3, GAP_S "3 10",
-# PROBE_MIB 8192, CYCLES 4, CUSHARE_PARK 150, IDLE_MS 2000, BUILD build.
+# status.jsonl, smi.csv, node.jsonl (the node view every 2 s during the
+# tenants' phase), tenants/ (each tenant's output and errors). Exit 0 when
+# every verdict PASSes. Knobs (env): TENANTS 8, BUDGET 24g, BALLAST_GIB 16,
+# BURSTS 3, GAP_S "3 10", PROBE_MIB 8192, CYCLES 4, CUSHARE_PARK 150,
+# IDLE_MS 2000, TENANT_S 330 (each tenant's time limit), PHASES
+# "reference driver cushare tenants" (a subset re-runs part: the report
+# judges what it finds), BUILD build.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../../.." && pwd)
@@ -27,16 +31,21 @@ if [ ! -x "$CLI" ] || [ ! -f "$LIB" ]; then
     echo "parking: no $CLI or $LIB: run make first" >&2
     exit 2
 fi
-mkdir -p "$OUT" && rm -f "$OUT"/*
+mkdir -p "$OUT" && rm -rf "${OUT:?}"/*
+mkdir -p "$OUT/tenants"
+PHASES=" ${PHASES:-reference driver cushare tenants} "
+want() { [[ $PHASES == *" $1 "* ]]; }
 exec > >(tee "$OUT/run.log") 2>&1
 W=$(mktemp -d /tmp/cushare-parking.XXXXXX)
 PIDS=()
 cleanup() {
     [ -n "${SMI:-}" ] && kill "$SMI" 2>/dev/null
+    [ -n "${NODE:-}" ] && kill "$NODE" 2>/dev/null
     for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
     rm -rf "$W"
 }
 trap cleanup EXIT
+trap 'echo "parking: stopped by a signal [$(date +%T)]"; exit 124' TERM INT
 
 TENANTS=${TENANTS:-8}
 BUDGET=${BUDGET:-24g}
@@ -110,6 +119,7 @@ park_field() { # LEDGER FIELD: a field of its park record
 }
 
 # ---- 1. the reference: every tenant's prompts, alone -------------------
+if want reference; then
 echo "== reference run (alone) [$(date +%T)]"
 if [ "$FAKE" = 1 ]; then
     "$W/hold" --reference "$TENANTS" "$BURSTS" > "$OUT/reference.jsonl"
@@ -117,18 +127,22 @@ else
     timeout 180 python3 "$HERE/llm_tenant.py" --reference "$TENANTS" "$BURSTS" \
         > "$OUT/reference.jsonl" 2> "$W/reference.err" || tail -5 "$W/reference.err"
 fi
+fi
 
 # ---- 2. the driver's own park and wake of a plain process ---------------
+if want driver; then
 echo "== driver alone: $PROBE_MIB MiB, $CYCLES cycles [$(date +%T)]"
 start_hold bare "$PROBE_MIB"
 BARE=$HOLD_PID
 timeout 120 "$W/ckpt_ctl" "$HOLD_PID" "$CYCLES" | tee "$OUT/bare.txt"
 echo "bare data after the cycles: $(ask bare v)"
 quit_hold bare "$BARE"
+fi
 
 # ---- 3. the same size under cushare -------------------------------------
-echo "== under cushare: $PROBE_MIB MiB, parked by \`cushare park\`, woken by its next call [$(date +%T)]"
 PL=$W/probe.ledger
+if want cushare; then
+echo "== under cushare: $PROBE_MIB MiB, parked by \`cushare park\`, woken by its next call [$(date +%T)]"
 start_hold probe "$PROBE_MIB" LD_PRELOAD="$LIB" CUDA_DEVICE_MEMORY_LIMIT="$BUDGET" \
     CUDA_DEVICE_MEMORY_SHARED_CACHE="$PL"
 PROBE=$HOLD_PID
@@ -144,8 +158,12 @@ done
 cat "$OUT/probe.txt"
 echo "probe data after the cycles: $(ask probe v)"
 quit_hold probe "$PROBE"
+fi
 
 # ---- 4. more tenants than the card holds --------------------------------
+if want tenants; then
+( while :; do "$CLI" status --json 2>/dev/null; sleep 2; done ) > "$OUT/node.jsonl" &
+NODE=$!
 echo "== $TENANTS tenants x $BUDGET, bursty [$(date +%T)]"
 read -r GA GB <<< "$GAP_S"
 TPIDS=()
@@ -159,23 +177,26 @@ for i in $(seq 0 $((TENANTS - 1))); do
              --ballast-gib "$BALLAST_GIB")
     fi
     ( env LD_PRELOAD="$LIB" CUDA_DEVICE_MEMORY_LIMIT="$BUDGET" \
-          CUDA_DEVICE_MEMORY_SHARED_CACHE="$W/t$i.ledger" timeout 330 "${cmd[@]}" \
-          > "$W/t$i.jsonl" 2> "$W/t$i.err"
-      echo "{\"tenant\": $i, \"exit\": $?}" >> "$W/t$i.jsonl" ) &
+          CUDA_DEVICE_MEMORY_SHARED_CACHE="$W/t$i.ledger" timeout "${TENANT_S:-330}" "${cmd[@]}" \
+          > "$OUT/tenants/t$i.jsonl" 2> "$OUT/tenants/t$i.err"
+      echo "{\"tenant\": $i, \"exit\": $?}" >> "$OUT/tenants/t$i.jsonl" ) &
     TPIDS+=($!)
     PIDS+=($!)
     sleep "$STAGGER"
 done
 for p in "${TPIDS[@]}"; do wait "$p"; done
 for i in $(seq 0 $((TENANTS - 1))); do
-    cat "$W/t$i.jsonl" >> "$OUT/tenants.jsonl"
+    cat "$OUT/tenants/t$i.jsonl" >> "$OUT/tenants.jsonl"
     "$CLI" status --json "$W/t$i.ledger" | sed 's/^{/{"role":"tenant",/' >> "$OUT/status.jsonl"
-    if [ -s "$W/t$i.err" ]; then
+    if [ -s "$OUT/tenants/t$i.err" ]; then
         echo "-- tenant $i stderr (last lines):"
-        tail -5 "$W/t$i.err"
+        tail -5 "$OUT/tenants/t$i.err"
     fi
 done
 "$CLI" status --json "$PL" 2>/dev/null | sed 's/^{/{"role":"probe",/' >> "$OUT/status.jsonl"
+kill "$NODE" 2>/dev/null
+NODE=
+fi
 kill "$SMI" 2>/dev/null
 SMI=
 
