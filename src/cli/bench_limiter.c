@@ -925,17 +925,8 @@ static void write_bench_gp(void)
                "set title 'cushare: achieved GPU share vs CUDA_DEVICE_SM_LIMIT (force)'\n"
                "set xlabel 'SM limit (%%)'\nset ylabel 'throughput, %% of native'\n"
                "set xrange [0:105]\nset yrange [0:110]\nset grid\nset key left top\n"
-               "# HAMi-core (force) on the same H200, from docs (DESIGN.md)\n"
-               "$hami << EOD\n10,38,5\n25,100,36\n50,100,73\n75,100,88\nEOD\n"
                "plot x title 'target' with lines dt 2 lc 'gray'",
             B.out);
-    for (int k = 0; k < B.nw; k++) {
-        if (!strcmp(B.w[k].name, "matmul"))
-            fprintf(f, ", $hami using 1:2 title 'HAMi-core, matmul' with linespoints dt 3 pt 6");
-        if (!strcmp(B.w[k].name, "elementwise"))
-            fprintf(f, ", $hami using 1:3 title 'HAMi-core, elementwise' with linespoints dt 3 "
-                       "pt 6");
-    }
     for (int k = 0; k < B.nw; k++)
         fprintf(f, ", '%s/limiter-bench.csv' using ((strcol(1) eq '%s' && strcol(2) eq "
                    "'limit') ? $3 : 1/0):5 title '%s' with linespoints lw 2 pt 7",
