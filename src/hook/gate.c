@@ -188,16 +188,24 @@ static int make_room_once(struct cs_ledger *l, uint64_t bytes)
  * is outside the driver, so the thread leaves the gate meanwhile (its
  * tenant may be parked too) and passes it again before it retries, which
  * wakes its tenant if it was. */
-int cs__park_make_room_for(uint64_t bytes)
+int cs__park_make_room_for(uint64_t bytes, int64_t *deadline_ns)
 {
     struct cs_ledger *l = cs__ledger();
     if (!l || !cs__config()->park_pct)
         return -ENOSYS;
-    int64_t deadline = cs__now_ns() + (int64_t)CS_PARK_ROOM_WAIT_MS * 1000000;
+    if (!*deadline_ns)
+        *deadline_ns = cs__now_ns() + (int64_t)CS_PARK_ROOM_WAIT_MS * 1000000;
     for (;;) {
         int rc = make_room_once(l, bytes);
-        if (rc == 0 || rc == -ENOSYS || cs__now_ns() >= deadline)
+        if (rc == 0 || rc == -ENOSYS)
             return rc;
+        if (cs__now_ns() >= *deadline_ns) {
+            cs_warn_capped(4, SUBSYS, "out of device memory for %llu MiB: no idle tenant "
+                           "could be parked for it in %d s (%s)",
+                           (unsigned long long)(bytes >> 20), CS_PARK_ROOM_WAIT_MS / 1000,
+                           rc == -ENOSPC ? "the idle ones hold too little" : strerror(-rc));
+            return rc;
+        }
         struct cs_ledger_slot *s = my_slot();
         if (s)
             __atomic_fetch_sub(&s->in_call, 1, __ATOMIC_SEQ_CST);

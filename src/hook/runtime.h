@@ -127,7 +127,10 @@ void cs__gate_atfork_child(void);
 
 /* The device is out of physical memory for `bytes` within the budget: with
  * parking on (CUSHARE_PARK), parks idle tenants of the node to free it
- * (gate.c, docs/parking.md). 0 when it did (retry the driver), -errno. */
-int cs__park_make_room_for(uint64_t bytes);
+ * (gate.c, docs/parking.md). 0 when it did (retry the driver), -errno
+ * once nothing more can be parked before *deadline_ns (0 on the first
+ * call: set to now plus the wait). Callers retry in a loop while it says
+ * 0: what it freed may be taken by another tenant before the retry. */
+int cs__park_make_room_for(uint64_t bytes, int64_t *deadline_ns);
 
 #endif

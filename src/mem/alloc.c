@@ -16,7 +16,8 @@ CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
     if (r != CUDA_SUCCESS)
         return r;
     r = cs_real.cuMemAlloc_v2(dptr, bytesize);
-    if (r == CUDA_ERROR_OUT_OF_MEMORY && cs__park_make_room_for(bytesize) == 0)
+    for (int64_t until = 0;
+         r == CUDA_ERROR_OUT_OF_MEMORY && cs__park_make_room_for(bytesize, &until) == 0;)
         r = cs_real.cuMemAlloc_v2(dptr, bytesize); /* idle tenants parked for it */
     if (r != CUDA_SUCCESS) {
         cs__give_back(dev, CS_MEM_DATA, bytesize);

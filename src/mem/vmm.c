@@ -289,7 +289,8 @@ CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
     if (r != CUDA_SUCCESS)
         return r;
     r = cs_real.cuMemCreate(handle, size, prop, flags);
-    if (r == CUDA_ERROR_OUT_OF_MEMORY && cs__park_make_room_for(size) == 0)
+    for (int64_t until = 0;
+         r == CUDA_ERROR_OUT_OF_MEMORY && cs__park_make_room_for(size, &until) == 0;)
         r = cs_real.cuMemCreate(handle, size, prop, flags); /* idle tenants parked for it */
     if (r != CUDA_SUCCESS) {
         cs__give_back(dev, CS_MEM_VMM, size);
