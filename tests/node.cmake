@@ -5,7 +5,8 @@
 # limiter_worker processes under the preload.
 # node_mps: a tenant under `cushare run --mps` (the fake MPS control daemon)
 # shown as an MPS client by all three, one beside it as time-sliced.
-foreach(case top exporter mps)
+# node_park: the exporter's park metrics follow a park and a wake.
+foreach(case top exporter mps park)
   add_test(NAME node_${case} COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/node/test_${case}.sh)
   set_tests_properties(node_${case} PROPERTIES
     ENVIRONMENT "${CS_TEST_ENV};CS_BUILD_DIR=${CMAKE_BINARY_DIR};CS_SOURCE_DIR=${CMAKE_SOURCE_DIR};CUSHARE_LOG_LEVEL=warn;FAKECUDA_MEM=16g;CUSHARE_MPS_CONTROL=${CS_FAKE_DIR}/fake-nvidia-cuda-mps-control"

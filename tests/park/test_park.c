@@ -24,6 +24,29 @@ static void expect_running(const struct cs_ledger_header *h, struct pt_tenant *t
     CHECK_EQ_U(fakecuda_load(&gpu->dev[0].used), dev_bytes);
 }
 
+/* The output of `cushare ARGS`, which must exit 0, into buf. */
+static void cli_output(char *buf, size_t size, const char *args)
+{
+    const char *out = pt_path("cli.out");
+    CHECK_EQ(pt_cli(NULL, "%s > '%s'", args, out), 0);
+    FILE *f = fopen(out, "r");
+    CHECK(f != NULL);
+    size_t got = fread(buf, 1, size - 1, f);
+    buf[got] = '\0';
+    fclose(f);
+}
+
+/* Whether the row of tenant `name` in `top --once` output carries `flag`
+ * (the legend below the rows names every flag, so look at the row). */
+static bool row_flagged(const char *top, const char *name, const char *flag)
+{
+    const char *row = strstr(top, name);
+    CHECK(row != NULL);
+    const char *end = strchr(row, '\n');
+    const char *hit = strstr(row, flag);
+    return hit && (!end || hit < end);
+}
+
 static void park_wake_on_call(void)
 {
     const char *ledger = pt_path("one.ledger");
@@ -45,14 +68,17 @@ static void park_wake_on_call(void)
     CHECK_EQ_U(h->park.parks, 1);
     CHECK_EQ(pt_slot_of(h, t.pid)->run_request, CS_PARKED);
     /* status --json shows it. */
-    CHECK_EQ(pt_cli(NULL, "status --json '%s' > '%s'", ledger, pt_path("status.json")), 0);
-    char js[65536] = "";
-    FILE *f = fopen(pt_path("status.json"), "r");
-    CHECK(f != NULL);
-    size_t got = fread(js, 1, sizeof js - 1, f);
-    js[got] = '\0';
-    fclose(f);
+    static char js[65536];
+    char args[1200];
+    snprintf(args, sizeof args, "status --json '%s'", ledger);
+    cli_output(js, sizeof js, args);
     CHECK_CONTAINS(js, "\"park\":{\"state\":\"parked\",\"host_bytes\":268435456,\"parks\":1,");
+    /* So does the node view: the bytes parked beside those on the GPU,
+     * and top's flag. */
+    cli_output(js, sizeof js, "status --json");
+    CHECK_CONTAINS(js, "\"tenants_on_gpu_bytes\":0,\"tenants_parked_bytes\":268435456");
+    cli_output(js, sizeof js, "top --once");
+    CHECK(row_flagged(js, "one.ledger", "PARKED"));
 
     /* Its next call wakes it and proceeds. */
     CHECK_EQ(pt_cmd(&t, "c", 10000), 0);
@@ -63,6 +89,10 @@ static void park_wake_on_call(void)
     /* An allocation after the wake is admitted and charged as before. */
     CHECK_EQ(pt_cmd(&t, "a 64", 10000), 0);
     CHECK_EQ_U(h->dev[0].used, 320 * MIB);
+    cli_output(js, sizeof js, "top --once");
+    CHECK(!row_flagged(js, "one.ledger", "PARKED"));
+    cli_output(js, sizeof js, "status --json");
+    CHECK_CONTAINS(js, "\"tenants_parked_bytes\":0");
     pt_quit(&t);
     puts("park, then the tenant's next call wakes it: ok");
 }
