@@ -352,6 +352,22 @@ static void record(struct ctx_entry *e, CUcontext ctx, int dev, bool primary, ui
 /* Makes the context with `est` already reserved for it, measures it and
  * settles the charge (*charged); a context that does not fit is undone.
  * ctx_mu held. */
+/* Room asked of parking for a context nobody has measured yet: more than
+ * a context takes on the devices we know. */
+#define CTX_ROOM_GUESS (1ull << 30)
+
+/* make_real, and on a full device (parking on) again after each park of
+ * idle tenants that makes room (src/hook/gate.c). The window measures our
+ * own bytes, which others' parks do not move. */
+static CUresult make_real_with_room(const struct ctx_call_args *a, CUcontext *out, uint64_t est)
+{
+    CUresult r = make_real(a, out);
+    for (int64_t until = 0; r == CUDA_ERROR_OUT_OF_MEMORY &&
+                            cs__park_make_room_for(est ? est : CTX_ROOM_GUESS, &until) == 0;)
+        r = make_real(a, out);
+    return r;
+}
+
 static CUresult make_measured(const struct ctx_call_args *a, CUcontext *out, bool further,
                               uint64_t est, uint64_t *charged)
 {
@@ -359,7 +375,7 @@ static CUresult make_measured(const struct ctx_call_args *a, CUcontext *out, boo
     const bool was_active = a->call == CALL_RETAIN && primary_active(dev) == 1;
     struct window w;
     window_open(&w, dev, est, !further);
-    CUresult r = make_real(a, out);
+    CUresult r = make_real_with_room(a, out, est);
     if (r != CUDA_SUCCESS) {
         cs__give_back(dev, CS_MEM_CONTEXT, est);
         return r;
@@ -419,7 +435,8 @@ static CUresult admit_new(const struct ctx_call_args *a, CUcontext *out)
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     uint64_t charged = 0;
-    CUresult r = cs__device_limit(a->dev) ? make_admitted(a, out, &charged) : make_real(a, out);
+    CUresult r = cs__device_limit(a->dev) ? make_admitted(a, out, &charged)
+                                          : make_real_with_room(a, out, 0);
     if (r == CUDA_SUCCESS)
         record(e, *out, a->dev, a->call == CALL_RETAIN, charged);
     return r;

@@ -3,7 +3,8 @@
  * parking on, two tenants whose budgets together exceed the card take
  * turns. An allocation the device cannot hold parks the idle other tenant
  * first and then succeeds; the parked tenant's next call wakes it, which
- * in turn parks the first one, now idle. Nobody sees an out-of-memory
+ * in turn parks the first one, now idle; a newcomer whose first context
+ * does not fit parks the idle one too. Nobody sees an out-of-memory
  * error it did not ask for, and the device never holds more than it has.
  */
 #include "park/park_test.h"
@@ -44,8 +45,19 @@ int main(void)
     CHECK_EQ_U(ha->park.wakes, 1);
     CHECK_LE_U(fakecuda_load(&gpu->dev[0].peak_used), 1024 * MIB);
     CHECK_EQ_U(fakecuda_load(&gpu->dev[0].failed_allocs) >= 1, 1); /* the refusal that parked A */
+    /* A newcomer whose first context does not fit beside B's 600 MiB: B,
+     * idle, is parked for it, and the newcomer starts. */
+    setenv("FAKECUDA_CTX_BYTES", "512m", 1);
+    const char *lc = pt_path("c.ledger");
+    struct pt_tenant c = pt_spawn(lc, 700);
+    unsetenv("FAKECUDA_CTX_BYTES");
+    CHECK_EQ(pt_park_state(hb), CS_PARK_PARKED);
+    CHECK_EQ(pt_park_state(pt_ledger(lc)), CS_PARK_RUNNING);
+    CHECK_EQ_U(fakecuda_load(&gpu->dev[0].used), 512 * MIB);
+    CHECK_LE_U(fakecuda_load(&gpu->dev[0].peak_used), 1024 * MIB);
+    pt_quit(&c);
     pt_quit(&a);
     pt_quit(&b);
-    puts("idle tenants parked for an allocation and for a wake, in turns: ok");
+    puts("idle tenants parked for an allocation, a wake and a newcomer's context: ok");
     return 0;
 }
