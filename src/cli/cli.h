@@ -61,6 +61,12 @@ int cs_cli_open_ledger_rw(const char *cmd, int argc, char **argv, int optind,
  * `cushare` binary, else ../lib. 0, or -1 after a message naming `cmd`. */
 int cs_cli_find_library(const char *cmd, char *out, size_t len);
 
+/* With parking on (CUSHARE_PARK), whether the node's budgets on every GPU
+ * the new tenant sees still fit the opt-in with its budget added
+ * (run_budget.c): 0, or an exit status after one error line. */
+struct cs_config;
+int cs_cli_check_node_budgets(const struct cs_config *cfg);
+
 /* ---- spawn.c: starting programs --------------------------------------- */
 
 /* LD_PRELOAD for a child: the entries of `old` (NULL = none) without any

@@ -447,6 +447,8 @@ int cs_cmd_run(int argc, char **argv)
     struct cs_config cfg;
     if (cs__config_from_env(&cfg))
         return CS_EXIT_USAGE;
+    if ((rc = cs_cli_check_node_budgets(&cfg)))
+        return rc;
     if (mps && (rc = join_mps()))
         return rc;
 
