@@ -4,7 +4,7 @@
 # libcuda.so.1 through LD_LIBRARY_PATH; no test needs a GPU or gnuplot.
 
 cs_add_test(bench_init_percentiles
-  SOURCES bench/test_percentiles.c ${CMAKE_SOURCE_DIR}/src/cli/bench_stats.c
+  SOURCES bench/test_percentiles.c ${CMAKE_SOURCE_DIR}/src/bench/stats.c
   LABELS unit sanitize)
 
 # A preload whose cuInit kills the process: baseline workers resolve it.
