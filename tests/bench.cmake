@@ -18,3 +18,12 @@ foreach(scenario smoke failures crash timeout json usage)
     ENV "CS_BENCH_CRASH_LIB=$<TARGET_FILE:bench_crash_cuinit>")
   add_dependencies(bench_init_${scenario} bench_crash_cuinit)
 endforeach()
+
+# `cushare bench` finds the harness cushare-bench and execs it, from the
+# build tree and from an install prefix, and says what to do without it
+# (tests/bench/harness.sh says what each case checks).
+foreach(case missing installed)
+  add_test(NAME bench_harness_${case} COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/bench/harness.sh ${case})
+  set_tests_properties(bench_harness_${case} PROPERTIES LABELS bench TIMEOUT 120
+    ENVIRONMENT "${CS_TEST_ENV};CS_BUILD_DIR=${CMAKE_BINARY_DIR};CS_INSTALL_BINDIR=${CMAKE_INSTALL_PREFIX}/bin")
+endforeach()
