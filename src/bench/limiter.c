@@ -915,20 +915,30 @@ static int write_csv(double lb_native, double lb_limited)
     return 0;
 }
 
+/* --out/`NAME`.gp opened for writing, its first lines drawing into
+ * --out/`NAME`.png; NULL after a message. */
+static FILE *plot_file(const char *name, char *path, size_t len)
+{
+    char gp[64];
+    snprintf(gp, sizeof gp, "%s.gp", name);
+    FILE *f = out_file(gp, path, len);
+    if (f)
+        fprintf(f, "set terminal pngcairo size 900,600 noenhanced\nset output '%s/%s.png'\n",
+                lbench.out, name);
+    return f;
+}
+
 static void write_bench_gp(void)
 {
     char path[PATH_MAX + 32];
-    FILE *f = out_file("limiter-bench.gp", path, sizeof path);
+    FILE *f = plot_file("limiter-bench", path, sizeof path);
     if (!f)
         return;
     fprintf(f, "set datafile separator ','\n"
-               "set terminal pngcairo size 900,600 noenhanced\n"
-               "set output '%s/limiter-bench.png'\n"
                "set title 'cushare: achieved GPU share vs CUDA_DEVICE_SM_LIMIT (force)'\n"
                "set xlabel 'SM limit (%%)'\nset ylabel 'throughput, %% of native'\n"
                "set xrange [0:105]\nset yrange [0:110]\nset grid\nset key left top\n"
-               "plot x title 'target' with lines dt 2 lc 'gray'",
-            lbench.out);
+               "plot x title 'target' with lines dt 2 lc 'gray'");
     for (int k = 0; k < lbench.nw; k++)
         fprintf(f, ", '%s/limiter-bench.csv' using ((strcol(1) eq '%s' && strcol(2) eq "
                    "'limit') ? $3 : 1/0):5 title '%s' with linespoints lw 2 pt 7",
@@ -961,19 +971,16 @@ static void share_cell(FILE *f, const struct workload *w, int k, enum mode mode)
 static void write_share_gp(void)
 {
     char path[PATH_MAX + 32];
-    FILE *f = out_file("limiter-share.gp", path, sizeof path);
+    FILE *f = plot_file("limiter-share", path, sizeof path);
     if (!f)
         return;
-    fprintf(f, "set terminal pngcairo size 900,600 noenhanced\n"
-               "set output '%s/limiter-share.png'\n"
-               "set title 'cushare: tenants together, time-sliced vs concurrent (MPS)'\n"
+    fprintf(f, "set title 'cushare: tenants together, time-sliced vs concurrent (MPS)'\n"
                "set ylabel 'aggregate throughput, %% of one tenant alone'\n"
                "set style data histograms\nset style histogram clustered gap 1\n"
                "set style fill solid 0.8 border -1\nset boxwidth 0.9\n"
                "set yrange [0:*]\nset grid ytics\nset key below\n"
                "set arrow from graph 0, first 100 to graph 1, first 100 nohead dt 2\n"
-               "# workload and mix, then time-sliced, concurrent, bare MPS\n$share << EOD\n",
-            lbench.out);
+               "# workload and mix, then time-sliced, concurrent, bare MPS\n$share << EOD\n");
     for (int i = 0; i < lbench.nw; i++)
         for (int k = 0; measured(&lbench.w[i]) && k < lbench.nmixes; k++) {
             char name[64];
