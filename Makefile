@@ -52,12 +52,13 @@ sanitize:
 	cmake --build $(BUILD)-tsan -j $(JOBS)
 	$(CTEST) --test-dir $(BUILD)-tsan -L tsan --output-junit junit.xml
 
-# The command in PREFIX/bin, the library in PREFIX/lib (where the command
-# looks for it), README, LICENSE and docs in PREFIX/share/doc/cushare.
+# The command and its benchmark harness (cushare-bench) in PREFIX/bin, the
+# library in PREFIX/lib (where both look for it), README, LICENSE and docs
+# in PREFIX/share/doc/cushare.
 # DESTDIR stages a package as usual.
 install: configure
 	cmake -S . -B $(BUILD) -DCMAKE_INSTALL_PREFIX=$(PREFIX) >/dev/null
-	cmake --build $(BUILD) -j $(JOBS) --target cushare_cli libcushare
+	cmake --build $(BUILD) -j $(JOBS) --target cushare_cli cushare_bench libcushare
 	cmake --install $(BUILD) --prefix $(PREFIX)
 
 clean:

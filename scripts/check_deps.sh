@@ -38,15 +38,15 @@ for dir in "$src"/*/; do
         done
 done | sort -u >"$tmp/inc"
 
-# Symbols: "sym folder" defined, "folder sym" used, from the product's
-# objects (the library, the command and the code they share). Only the
+# Symbols: "sym folder" defined, "folder sym" used, from the objects of
+# the library, the command, the benchmark harness and the code they share. Only the
 # project's own names (cs_*, cushare_*): hook also defines dlsym, which
 # every other folder means as libc's.
 : >"$tmp/def"
 : >"$tmp/use"
-# The objects the two link lines name (never a stale object of a file
-# that is gone).
-for t in libcushare cushare_cli; do
+# The objects the link lines name (never a stale object of a file that
+# is gone).
+for t in libcushare cushare_cli cushare_bench; do
     [ -f "$obj/$t.dir/link.txt" ] || { echo "check_deps: no $obj/$t.dir/link.txt: build first (make)" >&2; exit 2; }
     tr ' ' '\n' <"$obj/$t.dir/link.txt" | grep '^CMakeFiles/.*\.o$' || true
 done | sort -u | sed "s|^CMakeFiles/|$obj/|" >"$tmp/objs"

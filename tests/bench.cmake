@@ -4,7 +4,7 @@
 # libcuda.so.1 through LD_LIBRARY_PATH; no test needs a GPU or gnuplot.
 
 cs_add_test(bench_init_percentiles
-  SOURCES bench/test_percentiles.c ${CMAKE_SOURCE_DIR}/src/cli/bench_stats.c
+  SOURCES bench/test_percentiles.c ${CMAKE_SOURCE_DIR}/src/bench/stats.c
   LABELS unit sanitize)
 
 # A preload whose cuInit kills the process: baseline workers resolve it.
@@ -17,4 +17,13 @@ foreach(scenario smoke failures crash timeout json usage)
     LABELS bench
     ENV "CS_BENCH_CRASH_LIB=$<TARGET_FILE:bench_crash_cuinit>")
   add_dependencies(bench_init_${scenario} bench_crash_cuinit)
+endforeach()
+
+# `cushare bench` finds the harness cushare-bench and execs it, from the
+# build tree and from an install prefix, and says what to do without it
+# (tests/bench/harness.sh says what each case checks).
+foreach(case missing installed)
+  add_test(NAME bench_harness_${case} COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/bench/harness.sh ${case})
+  set_tests_properties(bench_harness_${case} PROPERTIES LABELS bench TIMEOUT 120
+    ENVIRONMENT "${CS_TEST_ENV};CS_BUILD_DIR=${CMAKE_BINARY_DIR};CS_INSTALL_BINDIR=${CMAKE_INSTALL_PREFIX}/bin")
 endforeach()

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 
 #include "check.h"
-#include "cli/bench.h"
+#include "bench/bench.h"
 
 static void check_ranks(void)
 {

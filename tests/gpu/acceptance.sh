@@ -29,7 +29,7 @@ git -C "$root" log --oneline -1 2>/dev/null || true
 if want build; then
   section build
   run cmake -S "$root" -B "$B" -DCMAKE_BUILD_TYPE=Release
-  run cmake --build "$B" -j 16 --target libcushare cushare_cli bench_overhead slice_demo
+  run cmake --build "$B" -j 16 --target libcushare cushare_cli cushare_bench bench_overhead slice_demo
   run nvcc -O2 -arch=sm_90 -o "$B/vecadd" tests/gpu/vecadd.cu
 fi
 C=$B/cushare

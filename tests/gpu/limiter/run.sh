@@ -29,7 +29,7 @@ mkdir -p "$OUT"
 
 echo "== build ($BUILD)"
 if ! { cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release &&
-       cmake --build "$BUILD" -j"$(nproc)" --target libcushare cushare_cli limiter_workload; } \
+       cmake --build "$BUILD" -j"$(nproc)" --target libcushare cushare_cli cushare_bench limiter_workload; } \
        > "$OUT/build.txt" 2>&1; then
     tail -30 "$OUT/build.txt"
     echo "FAIL: build (see $OUT/build.txt)" | tee "$OUT/summary.txt"

@@ -37,7 +37,7 @@ steps=${*:-limiter free diag init}
 cd "$GPU_ROOT" || exit 1
 deadline=$(($(date +%s) + ${BUDGET_S:-540}))
 echo "== build ($B)"
-gpu_build "$B" "$OUT/build.log" libcushare cushare_cli limiter_workload || exit 1
+gpu_build "$B" "$OUT/build.log" libcushare cushare_cli cushare_bench limiter_workload || exit 1
 { date -u; nvidia-smi -L; git log --oneline -1 2> /dev/null; } > "$OUT/env.txt" 2>&1
 CLI=$B/cushare
 SECS=${SECS:-4} WARMUP=${WARMUP:-1.5}

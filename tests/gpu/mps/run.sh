@@ -32,7 +32,7 @@ shift 2
 steps=${*:-sanity ctx faults bench}
 cd "$GPU_ROOT" || exit 1
 echo "== build ($B)"
-gpu_build "$B" "$OUT/build.log" libcushare cushare_cli limiter_workload || exit 1
+gpu_build "$B" "$OUT/build.log" libcushare cushare_cli cushare_bench limiter_workload || exit 1
 { date -u; nvidia-smi -L; git log --oneline -1 2> /dev/null; } > "$OUT/env.txt" 2>&1
 CLI=$B/cushare
 P="python3 $here/probe.py"

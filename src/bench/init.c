@@ -5,7 +5,7 @@
  *
  * Method. The parent never touches CUDA. It maps one result slot per worker
  * in a memfd, initialised to "did not report", and creates a pipe. Each
- * worker is fork()+exec() of this binary (`cushare bench __worker`), so it
+ * worker is fork()+exec() of this binary (`cushare-bench __worker`), so it
  * is a fresh program image that goes through the loader and, in cushare
  * mode, the preloaded library. A worker loads libcuda.so.1 and resolves its
  * entry points (the preloaded wrappers win through RTLD_DEFAULT), increments
@@ -40,7 +40,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
-#include "cli/bench.h"
+#include "bench/bench.h"
 #include "cli/cli.h"
 #include "core/config.h"
 

@@ -1,8 +1,8 @@
 /*
- * One `bench init` worker (`cushare bench __worker MEMFD PIPEFD INDEX`): a
+ * One `bench init` worker (`cushare-bench __worker MEMFD PIPEFD INDEX`): a
  * fresh program image that loads libcuda.so.1, waits at the release
  * barrier, then times cuInit (and optionally a context and an allocation)
- * into its slot of the shared memfd (bench_init.c says what is timed).
+ * into its slot of the shared memfd (init.c says what is timed).
  */
 #define _GNU_SOURCE
 #include <cuda.h>
@@ -15,7 +15,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 
-#include "cli/bench.h"
+#include "bench/bench.h"
 #include "cli/cli.h"
 #include "core/clock.h"
 #include "core/config.h"

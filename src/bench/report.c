@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "cli/bench.h"
+#include "bench/bench.h"
 
 /* ---- reporting ----------------------------------------------------------- */
 

@@ -15,7 +15,7 @@
 #include <sys/mman.h>
 #include <sys/wait.h>
 
-#include "cli/bench.h"
+#include "bench/bench.h"
 #include "cli/cli.h"
 #include "core/clock.h"
 
@@ -297,7 +297,7 @@ int cs_bench_run_once(struct bench *b, int run, enum bench_mode mode, struct run
     for (size_t i = 0; i < n; i++) {
         char idx[24];
         snprintf(idx, sizeof idx, "%zu", i);
-        char *av[] = {b->self, "bench", "__worker", memfd_s, pipe_s, idx, NULL};
+        char *av[] = {b->self, "__worker", memfd_s, pipe_s, idx, NULL};
         struct cs_cli_spawn s = {
             .argv = av, .envp = env, .quiet = true, .in_child = setup_worker, .arg = &setup};
         pid_t pid = cs_cli_spawn("bench init", &s);

@@ -28,7 +28,7 @@
  * here): each limit under `cushare run --mps`, and each mix three ways side
  * by side: time-sliced (the run above), concurrent (`cushare run --mps`)
  * and bare MPS (MPS clients without cushare), the point being how much more
- * the tenants get done together (issue 15).
+ * the tenants get done together.
  * Targets: each limit and each tenant of a mix within --tolerance points
  * (default 5) of its target; a mix's tenants together at least --conserve
  * % (default 97) of their limits' sum; a two-tenant mix at its limits'
@@ -56,7 +56,7 @@
 #include <unistd.h>
 #include <wordexp.h>
 
-#include "cli/bench.h"
+#include "bench/bench.h"
 #include "cli/cli.h"
 #include "cli/mps.h"
 #include "core/clock.h"
@@ -141,6 +141,8 @@ struct workload {
     double mix_gpu_us[NMODES][MAX_MIXES][MAX_MIX_TENANTS];  /* the kept run's, 0: none */
 };
 
+/* The bench's options, its workloads and what they measured. Only this
+ * command's one thread touches it. */
 static struct {
     double secs, warmup, tol, start_delay, conserve;
     double mps_tol, mps_bare, mps_gain;
@@ -149,14 +151,14 @@ static struct {
     int limits[MAX_LIMITS];
     struct mix mixes[MAX_MIXES];
     char out[PATH_MAX];
-    char self[PATH_MAX];
+    char cushare[PATH_MAX];     /* the command that runs each limited workload */
     int nw;
     struct workload w[MAX_WORKLOADS];
     char launchbound[1024];
     char launchcost[1024];
     int failures;
-} B = {.secs = 5, .warmup = 1, .tol = 5, .start_delay = 10, .conserve = 97, .runs = 1,
-       .mps_tol = 5, .mps_bare = 90};
+} lbench = {.secs = 5, .warmup = 1, .tol = 5, .start_delay = 10, .conserve = 97, .runs = 1,
+            .mps_tol = 5, .mps_bare = 90};
 
 /* The MPS control daemon of --mps. Only this command's one thread touches
  * it: mps_check before any run, mps_up before each workload's MPS runs
@@ -170,7 +172,7 @@ static struct {
     pid_t pid;
     char **env;                 /* its clients' environment (mps_client_env) */
     char pipe[PATH_MAX + 128], log[PATH_MAX + 128], visible[96];
-} M;
+} mpsd;
 
 /* A workload run in flight: its pid and its stdout. */
 struct child {
@@ -221,10 +223,10 @@ static char **mps_client_env(const struct cs_mps_daemon *d)
 {
     static const char *const drop[] = {"LD_PRELOAD=", "CUDA_MPS_PIPE_DIRECTORY=",
                                        "CUDA_MPS_LOG_DIRECTORY=", "CUDA_VISIBLE_DEVICES=", NULL};
-    snprintf(M.pipe, sizeof M.pipe, "CUDA_MPS_PIPE_DIRECTORY=%s", d->pipe);
-    snprintf(M.log, sizeof M.log, "CUDA_MPS_LOG_DIRECTORY=%s", d->log);
-    snprintf(M.visible, sizeof M.visible, "CUDA_VISIBLE_DEVICES=%s", M.gpu.uuid);
-    char *const add[] = {M.pipe, M.log, M.visible, NULL};
+    snprintf(mpsd.pipe, sizeof mpsd.pipe, "CUDA_MPS_PIPE_DIRECTORY=%s", d->pipe);
+    snprintf(mpsd.log, sizeof mpsd.log, "CUDA_MPS_LOG_DIRECTORY=%s", d->log);
+    snprintf(mpsd.visible, sizeof mpsd.visible, "CUDA_VISIBLE_DEVICES=%s", mpsd.gpu.uuid);
+    char *const add[] = {mpsd.pipe, mpsd.log, mpsd.visible, NULL};
     return env_edit(drop, add);
 }
 
@@ -237,7 +239,7 @@ static char **env_for(enum mode mode)
         return native_env();
     case CONCURRENT:
     case BARE_MPS:
-        return M.env;
+        return mpsd.env;
     default:
         return NULL;
     }
@@ -257,15 +259,15 @@ static struct child start(const char *cmd, enum mode mode, int pct, long long st
         return c;
     }
     char secs[32], warmup[32], mono[32], pcts[16];
-    snprintf(secs, sizeof secs, "%g", B.secs);
-    snprintf(warmup, sizeof warmup, "%g", B.warmup);
+    snprintf(secs, sizeof secs, "%g", lbench.secs);
+    snprintf(warmup, sizeof warmup, "%g", lbench.warmup);
     snprintf(mono, sizeof mono, "%lld", start_mono);
     snprintf(pcts, sizeof pcts, "%d", pct);
     char *av[we.we_wordc + 16];
     size_t k = 0;
     bool ours = mode == SLICED || mode == CONCURRENT;
     if (ours) {
-        av[k++] = B.self;
+        av[k++] = lbench.cushare;
         av[k++] = "run";
         if (mode == CONCURRENT)
             av[k++] = "--mps";
@@ -341,35 +343,35 @@ static void verdict(int ok)
 {
     printf("  %s\n", ok ? "ok" : "MISSED");
     if (!ok)
-        B.failures++;
+        lbench.failures++;
 }
 
 static int parse_limits(const char *s)
 {
     if (!strcmp(s, "none")) { /* mixes only */
-        B.nlimits = 0;
+        lbench.nlimits = 0;
         return 0;
     }
     char buf[256];
     snprintf(buf, sizeof buf, "%s", s);
-    B.nlimits = 0;
+    lbench.nlimits = 0;
     char *save = NULL;
     for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
         long v;
-        if (B.nlimits == MAX_LIMITS || cs__parse_int(t, 1, 100, &v))
+        if (lbench.nlimits == MAX_LIMITS || cs__parse_int(t, 1, 100, &v))
             return -1;
-        B.limits[B.nlimits++] = (int)v;
+        lbench.limits[lbench.nlimits++] = (int)v;
     }
-    return B.nlimits ? 0 : -1;
+    return lbench.nlimits ? 0 : -1;
 }
 
 static int add_workload(const char *spec)
 {
     const char *eq = strchr(spec, '=');
-    if (!eq || eq == spec || !eq[1] || B.nw == MAX_WORKLOADS ||
-        (size_t)(eq - spec) >= sizeof B.w[0].name)
+    if (!eq || eq == spec || !eq[1] || lbench.nw == MAX_WORKLOADS ||
+        (size_t)(eq - spec) >= sizeof lbench.w[0].name)
         return -1;
-    struct workload *w = &B.w[B.nw++];
+    struct workload *w = &lbench.w[lbench.nw++];
     memcpy(w->name, spec, (size_t)(eq - spec));
     w->name[eq - spec] = '\0';
     snprintf(w->cmd, sizeof w->cmd, "%s", eq + 1);
@@ -388,7 +390,7 @@ static int parse_mix(const char *s)
 {
     char buf[256];
     snprintf(buf, sizeof buf, "%s", s);
-    if (B.nmixes == MAX_MIXES)
+    if (lbench.nmixes == MAX_MIXES)
         return -1;
     struct mix m = {0};
     char *save = NULL;
@@ -400,7 +402,7 @@ static int parse_mix(const char *s)
     }
     if (m.n < 2 || limits_sum(&m) > 100)
         return -1;
-    B.mixes[B.nmixes++] = m;
+    lbench.mixes[lbench.nmixes++] = m;
     return 0;
 }
 
@@ -428,28 +430,28 @@ static double share_of(const struct workload *w, double rate)
 static void run_limit(struct workload *w, int i, enum mode mode)
 {
     char label[64];
-    snprintf(label, sizeof label, "--sm %d (force%s)", B.limits[i],
+    snprintf(label, sizeof label, "--sm %d (force%s)", lbench.limits[i],
              mode == CONCURRENT ? ", MPS" : "");
-    double tol = mode == CONCURRENT ? B.mps_tol : B.tol;
+    double tol = mode == CONCURRENT ? lbench.mps_tol : lbench.tol;
     double worst = -1, worst_err = -1;
     char all[256] = "";
     size_t used = 0;
-    for (int r = 0; r < B.runs; r++) {
-        double rate = run1(w->cmd, mode, B.limits[i], label);
-        double err = rate > 0 ? fabs(share_of(w, rate) - B.limits[i]) : 1e9;
+    for (int r = 0; r < lbench.runs; r++) {
+        double rate = run1(w->cmd, mode, lbench.limits[i], label);
+        double err = rate > 0 ? fabs(share_of(w, rate) - lbench.limits[i]) : 1e9;
         if (err > worst_err)
             worst = rate, worst_err = err;
-        if (B.runs > 1 && used < sizeof all)
+        if (lbench.runs > 1 && used < sizeof all)
             used += (size_t)snprintf(all + used, sizeof all - used, "%s%.1f", r ? " " : "",
                                      share_of(w, rate));
     }
     w->rate[mode][i] = worst;
     double share = share_of(w, worst);
-    printf("%-22s %12.1f %7.1f%% %7d%% %+6.1fpp", label, worst, share, B.limits[i],
-           share - B.limits[i]);
-    if (B.runs > 1)
+    printf("%-22s %12.1f %7.1f%% %7d%% %+6.1fpp", label, worst, share, lbench.limits[i],
+           share - lbench.limits[i]);
+    if (lbench.runs > 1)
         printf("  runs: %s", all);
-    verdict(worst > 0 && fabs(share - B.limits[i]) <= tol);
+    verdict(worst > 0 && fabs(share - lbench.limits[i]) <= tol);
 }
 
 /* The tenants' shares together (the aggregate throughput in units of one
@@ -509,7 +511,7 @@ static double sliced_badness(const struct workload *w, const struct mix *m, cons
         double e = fabs(share_of(w, rate[t]) - m->limits[t]);
         bad = e > bad ? e : bad;
     }
-    double short_pp = B.conserve * limits_sum(m) / 100 - sum;
+    double short_pp = lbench.conserve * limits_sum(m) / 100 - sum;
     return short_pp > bad ? short_pp : bad;
 }
 
@@ -523,7 +525,7 @@ static bool bare_judged(const struct mix *m)
  * the bar, > 0 missed. With no target to judge, the lower aggregate. */
 static double concurrent_badness(const struct workload *w, int k, const double *rate)
 {
-    const struct mix *m = &B.mixes[k];
+    const struct mix *m = &lbench.mixes[k];
     double sum = together(w, m, rate), bad = -HUGE_VAL;
     if (sum < 0)
         return 1e9;
@@ -532,9 +534,9 @@ static double concurrent_badness(const struct workload *w, int k, const double *
     if (m->n == 2)
         bad = fmax(bad, ratio_error(m, rate) / 0.10 - 1);
     if (bare_judged(m) && bare > 0)
-        bad = fmax(bad, 1 - sum / (B.mps_bare / 100 * bare));
-    if (B.mps_gain > 0 && sliced > 0)
-        bad = fmax(bad, 1 - sum / (B.mps_gain * sliced));
+        bad = fmax(bad, 1 - sum / (lbench.mps_bare / 100 * bare));
+    if (lbench.mps_gain > 0 && sliced > 0)
+        bad = fmax(bad, 1 - sum / (lbench.mps_gain * sliced));
     return bad > -HUGE_VAL ? bad : -sum;
 }
 
@@ -544,7 +546,7 @@ static double concurrent_badness(const struct workload *w, int k, const double *
  * concurrent is held to what MPS can do. */
 static double keep_score(const struct workload *w, int k, enum mode mode, const double *rate)
 {
-    const struct mix *m = &B.mixes[k];
+    const struct mix *m = &lbench.mixes[k];
     switch (mode) {
     case SLICED:
         return sliced_badness(w, m, rate);
@@ -558,7 +560,7 @@ static double keep_score(const struct workload *w, int k, enum mode mode, const 
 static void run_mix_once(const struct workload *w, const struct mix *m, enum mode mode,
                          double *rate, double *gpu_us)
 {
-    long long t0 = cs__now_ns() + (long long)(B.start_delay * 1e9);
+    long long t0 = cs__now_ns() + (long long)(lbench.start_delay * 1e9);
     struct child c[MAX_MIX_TENANTS];
     for (int t = 0; t < m->n; t++)
         c[t] = start(w->cmd, mode, m->limits[t], t0);
@@ -573,11 +575,11 @@ static void run_mix_once(const struct workload *w, const struct mix *m, enum mod
 static void measure_mix(struct workload *w, int k, enum mode mode)
 {
     double *kept = w->mix_rate[mode][k], best = -HUGE_VAL;
-    for (int r = 0; r < B.runs; r++) {
+    for (int r = 0; r < lbench.runs; r++) {
         double rate[MAX_MIX_TENANTS] = {0}, gpu_us[MAX_MIX_TENANTS] = {0};
-        run_mix_once(w, &B.mixes[k], mode, rate, gpu_us);
-        w->mix_sum[mode][k][r] = together(w, &B.mixes[k], rate);
-        w->mix_own[mode][k][r] = together_own_speed(w, &B.mixes[k], rate, gpu_us);
+        run_mix_once(w, &lbench.mixes[k], mode, rate, gpu_us);
+        w->mix_sum[mode][k][r] = together(w, &lbench.mixes[k], rate);
+        w->mix_own[mode][k][r] = together_own_speed(w, &lbench.mixes[k], rate, gpu_us);
         double score = keep_score(w, k, mode, rate);
         if (score > best || !r) {
             best = score;
@@ -600,18 +602,18 @@ static void ratio_row(const char *label, const struct mix *m, const double *rate
  * every run has it; then the kept run's tenants at their own speed. */
 static void own_speed_row(const struct workload *w, int k)
 {
-    const struct mix *m = &B.mixes[k];
+    const struct mix *m = &lbench.mixes[k];
     const double *own = w->mix_own[SLICED][k], *rate = w->mix_rate[SLICED][k];
     const double *gpu_us = w->mix_gpu_us[SLICED][k];
-    for (int r = 0; r < B.runs; r++)
+    for (int r = 0; r < lbench.runs; r++)
         if (own[r] < 0)
             return;
     double target = limits_sum(m), kept = together_own_speed(w, m, rate, gpu_us);
     printf("%-22s %12s %7.1f%% %7.0f%% %7.1f%% of limits", "together, own speed", "", kept,
            target, 100 * kept / target);
-    if (B.runs > 1) {
+    if (lbench.runs > 1) {
         printf("  runs:");
-        for (int r = 0; r < B.runs; r++)
+        for (int r = 0; r < lbench.runs; r++)
             printf(" %.1f", own[r]);
     }
     printf("  tenants:");
@@ -622,7 +624,7 @@ static void own_speed_row(const struct workload *w, int k)
 
 static void print_sliced_mix(const struct workload *w, int k)
 {
-    const struct mix *m = &B.mixes[k];
+    const struct mix *m = &lbench.mixes[k];
     const double *rate = w->mix_rate[SLICED][k];
     for (int t = 0; t < m->n; t++) {
         char label[64];
@@ -630,17 +632,17 @@ static void print_sliced_mix(const struct workload *w, int k)
         double share = share_of(w, rate[t]);
         printf("%-22s %12.1f %7.1f%% %7d%% %+6.1fpp", label, rate[t], share, m->limits[t],
                share - m->limits[t]);
-        verdict(rate[t] > 0 && fabs(share - m->limits[t]) <= B.tol);
+        verdict(rate[t] > 0 && fabs(share - m->limits[t]) <= lbench.tol);
     }
     double sum = together(w, m, rate), target = limits_sum(m);
     printf("%-22s %12s %7.1f%% %7.0f%% %7.1f%% of limits", "together", "", sum, target,
            100 * sum / target);
-    if (B.runs > 1) {
+    if (lbench.runs > 1) {
         printf("  runs:");
-        for (int r = 0; r < B.runs; r++)
+        for (int r = 0; r < lbench.runs; r++)
             printf(" %.1f", w->mix_sum[SLICED][k][r]);
     }
-    verdict(sum >= 0 && sum >= B.conserve * target / 100);
+    verdict(sum >= 0 && sum >= lbench.conserve * target / 100);
     own_speed_row(w, k);
     if (m->n == 2)
         ratio_row("A:B ratio", m, rate);
@@ -680,7 +682,7 @@ static void gain_row(const char *label, double num, double den, double want, boo
  * share, the aggregate, and the verdicts on concurrent. */
 static void print_side_by_side(const struct workload *w, int k)
 {
-    const struct mix *m = &B.mixes[k];
+    const struct mix *m = &lbench.mixes[k];
     char name[64] = "mix ";
     mix_name(m, name + 4, sizeof name - 4);
     printf("%-26s %12s %12s %12s\n", name, modes[SLICED].column, modes[CONCURRENT].column,
@@ -700,9 +702,9 @@ static void print_side_by_side(const struct workload *w, int k)
     share_cells("together", sum);
     if (m->n == 2)
         ratio_row("A:B ratio (concurrent)", m, w->mix_rate[CONCURRENT][k]);
-    gain_row("concurrent / time-sliced", sum[CONCURRENT], sum[SLICED], B.mps_gain,
-             B.mps_gain > 0, "no --mps-gain");
-    gain_row("concurrent / bare MPS", sum[CONCURRENT], sum[BARE_MPS], B.mps_bare / 100,
+    gain_row("concurrent / time-sliced", sum[CONCURRENT], sum[SLICED], lbench.mps_gain,
+             lbench.mps_gain > 0, "no --mps-gain");
+    gain_row("concurrent / bare MPS", sum[CONCURRENT], sum[BARE_MPS], lbench.mps_bare / 100,
              bare_judged(m), "the limits sum to under 100");
 }
 
@@ -711,29 +713,29 @@ static void print_side_by_side(const struct workload *w, int k)
  * runs. CS_EXIT_OK, or the exit status after a message. */
 static int mps_check(void)
 {
-    int rc = cs_mps_visible_gpu("bench limiter", &M.gpu);
-    return rc ? rc : cs_mps_setup(&M.m, "bench limiter", NULL, false);
+    int rc = cs_mps_visible_gpu("bench limiter", &mpsd.gpu);
+    return rc ? rc : cs_mps_setup(&mpsd.m, "bench limiter", NULL, false);
 }
 
 /* Starts or joins the daemon, once; whether MPS runs can be made. A daemon
  * that cannot be started is one missed target, once. */
 static bool mps_up(void)
 {
-    if (M.state == MPS_DOWN) {
+    if (mpsd.state == MPS_DOWN) {
         struct cs_mps_daemon d;
-        M.state = MPS_FAILED;
-        if (cs_mps_start(&M.m, M.gpu.uuid, &d, &M.how) == CS_EXIT_OK) {
-            M.ours = M.how != CS_MPS_JOINED;
-            M.pid = d.pid;
-            if ((M.env = mps_client_env(&d)))
-                M.state = MPS_UP;
+        mpsd.state = MPS_FAILED;
+        if (cs_mps_start(&mpsd.m, mpsd.gpu.uuid, &d, &mpsd.how) == CS_EXIT_OK) {
+            mpsd.ours = mpsd.how != CS_MPS_JOINED;
+            mpsd.pid = d.pid;
+            if ((mpsd.env = mps_client_env(&d)))
+                mpsd.state = MPS_UP;
         }
-        if (M.state == MPS_FAILED) {
+        if (mpsd.state == MPS_FAILED) {
             printf("%-22s %s", "MPS control daemon", "not started: no concurrent runs");
             verdict(0);
         }
     }
-    return M.state == MPS_UP;
+    return mpsd.state == MPS_UP;
 }
 
 /* Stops the daemon if we started it (a joined one is someone else's). A
@@ -741,8 +743,8 @@ static bool mps_up(void)
 static void mps_down(void)
 {
     char did[256];
-    if (M.ours && cs_mps_stop(&M.m, M.gpu.uuid, false, did, sizeof did) == CS_EXIT_OK)
-        printf("MPS control daemon of %s: %s\n", M.gpu.uuid, did);
+    if (mpsd.ours && cs_mps_stop(&mpsd.m, mpsd.gpu.uuid, false, did, sizeof did) == CS_EXIT_OK)
+        printf("MPS control daemon of %s: %s\n", mpsd.gpu.uuid, did);
 }
 
 /* The concurrent rows of a workload: each limit under `cushare run --mps`,
@@ -755,10 +757,10 @@ static void run_mps(struct workload *w)
     static const char *const how[] = {[CS_MPS_JOINED] = "joined", [CS_MPS_STARTED] = "started",
                                       [CS_MPS_RESTARTED] = "restarted"};
     printf("-- concurrent: MPS control daemon of %s (pid %d, %s by this bench)\n",
-           M.gpu.uuid, (int)M.pid, how[M.how]);
-    for (int i = 0; i < B.nlimits; i++)
+           mpsd.gpu.uuid, (int)mpsd.pid, how[mpsd.how]);
+    for (int i = 0; i < lbench.nlimits; i++)
         run_limit(w, i, CONCURRENT);
-    for (int k = 0; k < B.nmixes; k++) {
+    for (int k = 0; k < lbench.nmixes; k++) {
         measure_mix(w, k, BARE_MPS);
         measure_mix(w, k, CONCURRENT);
         print_side_by_side(w, k);
@@ -772,7 +774,7 @@ static void run_workload(struct workload *w)
     w->native = finish(start(w->cmd, NATIVE, 0, 0), "native run", &w->native_gpu_us);
     printf("%-22s %12.1f %7.1f%%\n", "native (no cushare)", w->native, 100.0);
     if (w->native <= 0) {
-        B.failures++;
+        lbench.failures++;
         return;
     }
     w->unlimited = run1(w->cmd, SLICED, 0, "cushare run without a limit");
@@ -780,13 +782,13 @@ static void run_workload(struct workload *w)
     printf("%-22s %12.1f %7.1f%% %8s %+7.1f%%", "cushare, no limit", w->unlimited,
            100.0 * w->unlimited / w->native, "<=1% off", -loss);
     verdict(w->unlimited > 0 && loss <= 1.0);
-    for (int i = 0; i < B.nlimits; i++)
+    for (int i = 0; i < lbench.nlimits; i++)
         run_limit(w, i, SLICED);
-    for (int k = 0; k < B.nmixes; k++) {
+    for (int k = 0; k < lbench.nmixes; k++) {
         measure_mix(w, k, SLICED);
         print_sliced_mix(w, k);
     }
-    if (B.mps)
+    if (lbench.mps)
         run_mps(w);
 }
 
@@ -794,11 +796,11 @@ static void run_launchbound(double *native, double *limited)
 {
     /* A CPU-bound rate: noise only ever slows a run, so best of 3,
      * alternating, as for the launch cost. */
-    printf("\n== launch-bound (best of 3, alternating): %s\n", B.launchbound);
+    printf("\n== launch-bound (best of 3, alternating): %s\n", lbench.launchbound);
     *native = *limited = 0;
     for (int rep = 0; rep < 3; rep++) {
-        double a = run1(B.launchbound, NATIVE, 0, "launch-bound native run");
-        double b = run1(B.launchbound, SLICED, 25, "launch-bound run at 25%");
+        double a = run1(lbench.launchbound, NATIVE, 0, "launch-bound native run");
+        double b = run1(lbench.launchbound, SLICED, 25, "launch-bound run at 25%");
         *native = a > *native ? a : *native;
         *limited = b > *limited ? b : *limited;
     }
@@ -812,18 +814,18 @@ static void run_launchbound(double *native, double *limited)
  * (fast path) and when one is (measurement, pacing idle). */
 static void run_launchcost(void)
 {
-    printf("\n== launch cost (best of 3, alternating): %s\n", B.launchcost);
+    printf("\n== launch cost (best of 3, alternating): %s\n", lbench.launchcost);
     double native = 0, none = 0, lim = 0;
     for (int rep = 0; rep < 3; rep++) {
-        double a = run1(B.launchcost, NATIVE, 0, "launch-cost native run");
-        double b = run1(B.launchcost, SLICED, 0, "launch-cost run without a limit");
-        double c = run1(B.launchcost, SLICED, 99, "launch-cost run at 99%");
+        double a = run1(lbench.launchcost, NATIVE, 0, "launch-cost native run");
+        double b = run1(lbench.launchcost, SLICED, 0, "launch-cost run without a limit");
+        double c = run1(lbench.launchcost, SLICED, 99, "launch-cost run at 99%");
         native = a > native ? a : native;
         none = b > none ? b : none;
         lim = c > lim ? c : lim;
     }
     if (native <= 0 || none <= 0 || lim <= 0) {
-        B.failures++;
+        lbench.failures++;
         return;
     }
     double n_us = 1e6 / native, u_us = 1e6 / none, l_us = 1e6 / lim;
@@ -852,7 +854,7 @@ static void plot(const char *gp, const char *png)
                              .in_child = quiet_stderr};
     pid_t pid = cs_cli_spawn("bench limiter", &s);
     if (pid > 0 && cs_cli_wait(pid) == 0)
-        printf("wrote %s/%s\n", B.out, png);
+        printf("wrote %s/%s\n", lbench.out, png);
     else
         printf("gnuplot not found or failed: plot script left in %s\n", gp);
 }
@@ -860,7 +862,7 @@ static void plot(const char *gp, const char *png)
 /* --out/`name` opened for writing into path, or NULL after a message. */
 static FILE *out_file(const char *name, char *path, size_t len)
 {
-    snprintf(path, len, "%s/%s", B.out, name);
+    snprintf(path, len, "%s/%s", lbench.out, name);
     FILE *f = fopen(path, "w");
     if (!f)
         fprintf(stderr, "cushare: bench limiter: cannot write %s: %s\n", path, strerror(errno));
@@ -877,10 +879,10 @@ static void csv_row(FILE *f, const char *name, const char *run, int target, doub
  * and each tenant of each mix, mixes in --mix order. */
 static void csv_mode_rows(FILE *f, const struct workload *w, enum mode mode)
 {
-    for (int i = 0; modes[mode].limit_run && i < B.nlimits; i++)
-        csv_row(f, w->name, modes[mode].limit_run, B.limits[i], w->rate[mode][i], w->native);
-    for (int k = 0; k < B.nmixes; k++) {
-        const struct mix *m = &B.mixes[k];
+    for (int i = 0; modes[mode].limit_run && i < lbench.nlimits; i++)
+        csv_row(f, w->name, modes[mode].limit_run, lbench.limits[i], w->rate[mode][i], w->native);
+    for (int k = 0; k < lbench.nmixes; k++) {
+        const struct mix *m = &lbench.mixes[k];
         const char *run = modes[mode].mix_run ? modes[mode].mix_run : m->n == 2 ? "pair" : "mix";
         for (int t = 0; t < m->n; t++)
             csv_row(f, w->name, run, m->limits[t], w->mix_rate[mode][k][t], w->native);
@@ -894,14 +896,14 @@ static int write_csv(double lb_native, double lb_limited)
     if (!f)
         return -1;
     fprintf(f, "workload,run,target_pct,kernels_per_s,share_pct\n");
-    for (int k = 0; k < B.nw; k++) {
-        const struct workload *w = &B.w[k];
+    for (int k = 0; k < lbench.nw; k++) {
+        const struct workload *w = &lbench.w[k];
         if (!measured(w))
             continue;
         fprintf(f, "%s,native,100,%.1f,100.0\n", w->name, w->native);
         csv_row(f, w->name, "unlimited", 100, w->unlimited, w->native);
         csv_mode_rows(f, w, SLICED);
-        if (B.mps && M.state == MPS_UP) {
+        if (lbench.mps && mpsd.state == MPS_UP) {
             csv_mode_rows(f, w, CONCURRENT);
             csv_mode_rows(f, w, BARE_MPS);
         }
@@ -913,29 +915,39 @@ static int write_csv(double lb_native, double lb_limited)
     return 0;
 }
 
+/* --out/`NAME`.gp opened for writing, its first lines drawing into
+ * --out/`NAME`.png; NULL after a message. */
+static FILE *plot_file(const char *name, char *path, size_t len)
+{
+    char gp[64];
+    snprintf(gp, sizeof gp, "%s.gp", name);
+    FILE *f = out_file(gp, path, len);
+    if (f)
+        fprintf(f, "set terminal pngcairo size 900,600 noenhanced\nset output '%s/%s.png'\n",
+                lbench.out, name);
+    return f;
+}
+
 static void write_bench_gp(void)
 {
     char path[PATH_MAX + 32];
-    FILE *f = out_file("limiter-bench.gp", path, sizeof path);
+    FILE *f = plot_file("limiter-bench", path, sizeof path);
     if (!f)
         return;
     fprintf(f, "set datafile separator ','\n"
-               "set terminal pngcairo size 900,600 noenhanced\n"
-               "set output '%s/limiter-bench.png'\n"
                "set title 'cushare: achieved GPU share vs CUDA_DEVICE_SM_LIMIT (force)'\n"
                "set xlabel 'SM limit (%%)'\nset ylabel 'throughput, %% of native'\n"
                "set xrange [0:105]\nset yrange [0:110]\nset grid\nset key left top\n"
-               "plot x title 'target' with lines dt 2 lc 'gray'",
-            B.out);
-    for (int k = 0; k < B.nw; k++)
+               "plot x title 'target' with lines dt 2 lc 'gray'");
+    for (int k = 0; k < lbench.nw; k++)
         fprintf(f, ", '%s/limiter-bench.csv' using ((strcol(1) eq '%s' && strcol(2) eq "
                    "'limit') ? $3 : 1/0):5 title '%s' with linespoints lw 2 pt 7",
-                B.out, B.w[k].name, B.w[k].name);
-    for (int k = 0; k < B.nw; k++)
+                lbench.out, lbench.w[k].name, lbench.w[k].name);
+    for (int k = 0; k < lbench.nw; k++)
         fprintf(f, ", '%s/limiter-bench.csv' using ((strcol(1) eq '%s' && (strcol(2) eq "
                    "'pair' || strcol(2) eq 'mix')) ? $3 : 1/0):5 title '%s, tenants side by "
                    "side' with points pt 5 ps 1.5",
-                B.out, B.w[k].name, B.w[k].name);
+                lbench.out, lbench.w[k].name, lbench.w[k].name);
     fprintf(f, "\n");
     fclose(f);
     plot(path, "limiter-bench.png");
@@ -945,7 +957,7 @@ static void write_bench_gp(void)
  * tenant of that run failed. */
 static void share_cell(FILE *f, const struct workload *w, int k, enum mode mode)
 {
-    double sum = together(w, &B.mixes[k], w->mix_rate[mode][k]);
+    double sum = together(w, &lbench.mixes[k], w->mix_rate[mode][k]);
     if (sum < 0)
         fprintf(f, " NaN");
     else
@@ -959,26 +971,23 @@ static void share_cell(FILE *f, const struct workload *w, int k, enum mode mode)
 static void write_share_gp(void)
 {
     char path[PATH_MAX + 32];
-    FILE *f = out_file("limiter-share.gp", path, sizeof path);
+    FILE *f = plot_file("limiter-share", path, sizeof path);
     if (!f)
         return;
-    fprintf(f, "set terminal pngcairo size 900,600 noenhanced\n"
-               "set output '%s/limiter-share.png'\n"
-               "set title 'cushare: tenants together, time-sliced vs concurrent (MPS)'\n"
+    fprintf(f, "set title 'cushare: tenants together, time-sliced vs concurrent (MPS)'\n"
                "set ylabel 'aggregate throughput, %% of one tenant alone'\n"
                "set style data histograms\nset style histogram clustered gap 1\n"
                "set style fill solid 0.8 border -1\nset boxwidth 0.9\n"
                "set yrange [0:*]\nset grid ytics\nset key below\n"
                "set arrow from graph 0, first 100 to graph 1, first 100 nohead dt 2\n"
-               "# workload and mix, then time-sliced, concurrent, bare MPS\n$share << EOD\n",
-            B.out);
-    for (int i = 0; i < B.nw; i++)
-        for (int k = 0; measured(&B.w[i]) && k < B.nmixes; k++) {
+               "# workload and mix, then time-sliced, concurrent, bare MPS\n$share << EOD\n");
+    for (int i = 0; i < lbench.nw; i++)
+        for (int k = 0; measured(&lbench.w[i]) && k < lbench.nmixes; k++) {
             char name[64];
-            mix_name(&B.mixes[k], name, sizeof name);
-            fprintf(f, "\"%s %s\"", B.w[i].name, name);
+            mix_name(&lbench.mixes[k], name, sizeof name);
+            fprintf(f, "\"%s %s\"", lbench.w[i].name, name);
             for (int mode = SLICED; mode < NMODES; mode++)
-                share_cell(f, &B.w[i], k, mode);
+                share_cell(f, &lbench.w[i], k, mode);
             fprintf(f, "\n");
         }
     fprintf(f, "EOD\nplot $share using 2:xtic(1) title 'time-sliced (cushare run)', "
@@ -990,13 +999,13 @@ static void write_share_gp(void)
 
 static void write_outputs(double lb_native, double lb_limited)
 {
-    mkdir(B.out, 0755);
+    mkdir(lbench.out, 0755);
     if (write_csv(lb_native, lb_limited)) {
-        B.failures++;
+        lbench.failures++;
         return;
     }
     write_bench_gp();
-    if (B.mps && M.state == MPS_UP)
+    if (lbench.mps && mpsd.state == MPS_UP)
         write_share_gp();
 }
 
@@ -1008,14 +1017,14 @@ static const struct num_opt {
     double min, max;
     bool above, mps;
 } num_opts[] = {
-    {"--secs", &B.secs, 0, 1e6, true, false},
-    {"--warmup", &B.warmup, 0, 1e6, false, false},
-    {"--tolerance", &B.tol, 0, 100, true, false},
-    {"--start-delay", &B.start_delay, 0, 1e6, false, false},
-    {"--conserve", &B.conserve, 0, 100, false, false},
-    {"--mps-tolerance", &B.mps_tol, 0, 100, true, true},
-    {"--mps-bare", &B.mps_bare, 0, 100, false, true},
-    {"--mps-gain", &B.mps_gain, 0, 1e3, false, true},
+    {"--secs", &lbench.secs, 0, 1e6, true, false},
+    {"--warmup", &lbench.warmup, 0, 1e6, false, false},
+    {"--tolerance", &lbench.tol, 0, 100, true, false},
+    {"--start-delay", &lbench.start_delay, 0, 1e6, false, false},
+    {"--conserve", &lbench.conserve, 0, 100, false, false},
+    {"--mps-tolerance", &lbench.mps_tol, 0, 100, true, true},
+    {"--mps-bare", &lbench.mps_bare, 0, 100, false, true},
+    {"--mps-gain", &lbench.mps_gain, 0, 1e3, false, true},
 };
 
 /* Option `a` with value v when it is a numeric one: CS_EXIT_OK, -1 when
@@ -1048,14 +1057,14 @@ static int text_option(const char *a, const char *v, bool *lb_set, bool *lc_set)
     if (!strcmp(a, "--runs")) {
         if (cs__parse_int(v, 1, MAX_RUNS, &r))
             return cs_cli_usage_error("bench limiter", "--runs takes 1..%d", MAX_RUNS);
-        B.runs = (int)r;
+        lbench.runs = (int)r;
     } else if (!strcmp(a, "--mix")) {
         if (parse_mix(v))
             return cs_cli_usage_error("bench limiter", "--mix takes 2..%d limits 1..99 joined "
                                       "by '+', summing to at most 100 (at most %d mixes)",
                                       MAX_MIX_TENANTS, MAX_MIXES);
     } else if (!strcmp(a, "--out")) {
-        snprintf(B.out, sizeof B.out, "%s", v);
+        snprintf(lbench.out, sizeof lbench.out, "%s", v);
     } else if (!strcmp(a, "--limits")) {
         if (parse_limits(v))
             return cs_cli_usage_error("bench limiter", "--limits takes percentages 1..100, "
@@ -1064,10 +1073,10 @@ static int text_option(const char *a, const char *v, bool *lb_set, bool *lc_set)
         if (add_workload(v))
             return cs_cli_usage_error("bench limiter", "--workload takes NAME=COMMAND");
     } else if (!strcmp(a, "--launchbound")) {
-        snprintf(B.launchbound, sizeof B.launchbound, "%s", strcmp(v, "none") ? v : "");
+        snprintf(lbench.launchbound, sizeof lbench.launchbound, "%s", strcmp(v, "none") ? v : "");
         *lb_set = true;
     } else if (!strcmp(a, "--launchcost")) {
-        snprintf(B.launchcost, sizeof B.launchcost, "%s", strcmp(v, "none") ? v : "");
+        snprintf(lbench.launchcost, sizeof lbench.launchcost, "%s", strcmp(v, "none") ? v : "");
         *lc_set = true;
     } else {
         return cs_cli_usage_error("bench limiter", "unknown option %s (see --help)", a);
@@ -1083,33 +1092,40 @@ static void default_cmd(char *out, size_t len, const char *cmd, const char *arg)
 }
 
 /* What was not given: the default mix and the limiter_workload next to
- * this binary. CS_EXIT_OK, or the usage error. */
+ * this binary. And the `cushare` that runs the limited workloads: the one
+ * installed (or built) beside this binary. CS_EXIT_OK, or the error. */
 static int apply_defaults(bool lb_set, bool lc_set)
 {
-    if (!B.nmixes)
+    if (!lbench.nmixes)
         parse_mix("25+75");
-    snprintf(B.self, sizeof B.self, "%s/cushare", cs_cli_self_dir());
+    snprintf(lbench.cushare, sizeof lbench.cushare, "%s/cushare", cs_cli_self_dir());
+    if (access(lbench.cushare, X_OK) != 0) {
+        fprintf(stderr, "cushare: bench limiter: no cushare command next to cushare-bench (%s): "
+                        "build both with `make`, or install both with `make install`\n",
+                lbench.cushare);
+        return CS_EXIT_FAIL;
+    }
     char dflt[PATH_MAX + 32];
     snprintf(dflt, sizeof dflt, "%s/limiter_workload", cs_cli_self_dir());
     if (access(dflt, X_OK) != 0) {
-        if (!B.nw)
-            return cs_cli_usage_error("bench limiter", "no workload: pass --workload "
-                                      "NAME=COMMAND (limiter_workload is not next to cushare)");
+        if (!lbench.nw)
+            return cs_cli_usage_error("bench limiter", "no workload: pass --workload NAME=COMMAND "
+                                      "(limiter_workload is not next to cushare-bench)");
         return CS_EXIT_OK;
     }
-    if (!B.nw) {
+    if (!lbench.nw) {
         char spec[PATH_MAX + 64];
         snprintf(spec, sizeof spec, "elementwise='%s' elementwise", dflt);
         add_workload(spec);
     }
     if (!lb_set)
-        default_cmd(B.launchbound, sizeof B.launchbound, dflt, "launchbound");
+        default_cmd(lbench.launchbound, sizeof lbench.launchbound, dflt, "launchbound");
     if (!lc_set)
-        default_cmd(B.launchcost, sizeof B.launchcost, dflt, "launchcost");
+        default_cmd(lbench.launchcost, sizeof lbench.launchcost, dflt, "launchcost");
     return CS_EXIT_OK;
 }
 
-/* The arguments into B: -1 after --help, else CS_EXIT_OK or the usage
+/* The arguments into lbench: -1 after --help, else CS_EXIT_OK or the usage
  * error. */
 static int parse_args(int argc, char **argv)
 {
@@ -1122,7 +1138,7 @@ static int parse_args(int argc, char **argv)
             return -1;
         }
         if (!strcmp(a, "--mps")) {
-            B.mps = true;
+            lbench.mps = true;
             continue;
         }
         if (!v)
@@ -1134,7 +1150,7 @@ static int parse_args(int argc, char **argv)
         if (rc)
             return rc;
     }
-    if (mps_only && !B.mps)
+    if (mps_only && !lbench.mps)
         return cs_cli_usage_error("bench limiter", "%s judges the concurrent runs: add --mps",
                                   mps_only);
     return apply_defaults(lb_set, lc_set);
@@ -1158,29 +1174,30 @@ static void clean_env(void)
 
 int cs_bench_limiter(int argc, char **argv)
 {
-    snprintf(B.out, sizeof B.out, "docs");
+    snprintf(lbench.out, sizeof lbench.out, "docs");
     parse_limits("10,25,50,75,100");
     int rc = parse_args(argc, argv);
     if (rc)
         return rc < 0 ? CS_EXIT_OK : rc;
-    if (B.mps && (rc = mps_check()))
+    if (lbench.mps && (rc = mps_check()))
         return rc;
     clean_env();
     printf("cushare bench limiter: %g s measured after %g s warm-up per run, tolerance %g pp\n",
-           B.secs, B.warmup, B.tol);
-    if (B.mps)
+           lbench.secs, lbench.warmup, lbench.tol);
+    if (lbench.mps)
         printf("concurrent (--mps): tolerance %g pp, >= %g %% of bare MPS, >= %gx time-sliced%s\n",
-               B.mps_tol, B.mps_bare, B.mps_gain, B.mps_gain > 0 ? "" : " (not judged)");
-    for (int k = 0; k < B.nw; k++)
-        run_workload(&B.w[k]);
+               lbench.mps_tol, lbench.mps_bare, lbench.mps_gain,
+               lbench.mps_gain > 0 ? "" : " (not judged)");
+    for (int k = 0; k < lbench.nw; k++)
+        run_workload(&lbench.w[k]);
     double lb_native = 0, lb_limited = 0;
-    if (B.launchbound[0])
+    if (lbench.launchbound[0])
         run_launchbound(&lb_native, &lb_limited);
-    if (B.launchcost[0])
+    if (lbench.launchcost[0])
         run_launchcost();
     write_outputs(lb_native, lb_limited);
     mps_down();
-    printf("\n%s: %d target%s missed\n", B.failures ? "FAIL" : "PASS", B.failures,
-           B.failures == 1 ? "" : "s");
-    return B.failures ? CS_EXIT_FAIL : CS_EXIT_OK;
+    printf("\n%s: %d target%s missed\n", lbench.failures ? "FAIL" : "PASS", lbench.failures,
+           lbench.failures == 1 ? "" : "s");
+    return lbench.failures ? CS_EXIT_FAIL : CS_EXIT_OK;
 }

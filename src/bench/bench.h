@@ -1,20 +1,22 @@
 /*
- * `cushare bench`: benchmarks of the library, run from the command.
+ * The benchmark harness, `cushare-bench` (src/bench/main.c): built and
+ * installed beside `cushare`, which execs it for `cushare bench ...`, so
+ * the product binary carries none of it.
  *
  *   bench init      start-up density: N fresh processes released together
- *                   into cuInit (docs/bench-init.md): bench_init.c (the
- *                   command, its options and method), bench_worker.c (one
- *                   released process), bench_run.c (one run: environment,
- *                   spawn, release, reap), bench_stats.c (percentiles and
- *                   summaries, pure), bench_report.c (text and JSON)
- *   bench limiter   compute-share accuracy (src/cli/bench_limiter.c)
+ *                   into cuInit (docs/bench-init.md): init.c (the command,
+ *                   its options and method), worker.c (one released
+ *                   process), run.c (one run: environment, spawn, release,
+ *                   reap), stats.c (percentiles and summaries, pure),
+ *                   report.c (text and JSON)
+ *   bench limiter   compute-share accuracy (limiter.c)
  *
  * The init benchmark's pure parts (phase and reason tables, nearest-rank
  * percentiles, per-run summaries) are declared here so tests/bench can
  * check them without spawning workers.
  */
-#ifndef CS_CLI_BENCH_H
-#define CS_CLI_BENCH_H
+#ifndef CS_BENCH_BENCH_H
+#define CS_BENCH_BENCH_H
 
 #include <limits.h>
 #include <stdbool.h>
@@ -24,13 +26,12 @@
 
 #include "cushare/ledger.h"
 
-/* `bench init` and its hidden worker (`bench __worker MEMFD PIPEFD INDEX`). */
+/* The benchmarks, each given argv with argv[0] = its name: `bench init`,
+ * its hidden worker (`cushare-bench __worker MEMFD PIPEFD INDEX`) and
+ * `bench limiter`. Exit status as the command's (cli/cli.h). */
 int cs_bench_init(int argc, char **argv);
 int cs_bench_worker(int argc, char **argv);
-
-/* Weak: `bench limiter` lives in src/cli/bench_limiter.c, built separately;
- * the dispatcher reports "not built" while the symbol is absent. */
-int cs_bench_limiter(int argc, char **argv) __attribute__((weak));
+int cs_bench_limiter(int argc, char **argv);
 
 /* Per-worker phase vector, in order of occurrence, except that cushare's
  * set-up (setup_begin, ledger, setup_end) runs on a thread of its own
@@ -183,7 +184,7 @@ static inline struct bench_slot *cs_bench_slot_at(struct bench_header *h, size_t
     return (struct bench_slot *)((char *)h + h->header_size + i * h->slot_size);
 }
 
-/* Names by enum (bench_stats.c). */
+/* Names by enum (stats.c). */
 extern const char *const cs_bench_reason_keys[CS_BENCH_NREASONS];
 extern const char *const cs_bench_reason_texts[CS_BENCH_NREASONS];
 extern const char *const cs_bench_phase_names[CS_BENCH_NPHASES];
@@ -214,12 +215,12 @@ struct run_result {
     int64_t p99_phases[CS_BENCH_NPHASES]; /* of the init p99 worker */
 };
 
-/* One run of N workers in `mode` (bench_run.c): spawns, releases, reaps,
+/* One run of N workers in `mode` (run.c): spawns, releases, reaps,
  * classifies and summarises; CSV rows to b->csv. 0 or -1 after a message. */
 int cs_bench_run_once(struct bench *b, int run, enum bench_mode mode, struct run_result *out);
 void cs_bench_csv_header(FILE *f);
 
-/* Reports (bench_report.c). */
+/* Reports (report.c). */
 void cs_bench_print_run_text(const struct bench *b, const struct run_result *r);
 void cs_bench_print_summary_text(const struct bench *b, const struct run_result *runs,
                                  size_t nruns);

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/bench.h"
+#include "bench/bench.h"
 
 /* ---- statistics ---------------------------------------------------------- */
 
