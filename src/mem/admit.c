@@ -1,29 +1,23 @@
 #include "mem/admit.h"
 
+#include "account/account.h"
+
 #include <errno.h>
 #include <stdbool.h>
 
 #include "core/log.h"
-#include "hami/hami.h"
 
 CUresult cs__admit(int dev, enum cs_mem_category cat, uint64_t bytes)
 {
     if (dev < 0)
         return CUDA_SUCCESS; /* no context: the driver will refuse the call */
     cs__vmm_settle();
-    int rc = cs__ledger_reserve(cs__ledger(), dev, cat, bytes);
-    if (rc == -ENOMEM) {
-        cs__pools_settle();
-        rc = cs__ledger_reserve(cs__ledger(), dev, cat, bytes);
-    }
-    if (rc == 0) {
-        cs__hami_sync_slot(cs__ledger()->slot);
+    int rc = cs__account_charge(cs__ledger(), dev, cat, bytes, cs__pools_settle);
+    if (rc == 0)
         return CUDA_SUCCESS;
-    }
     if (rc == -ENOTRECOVERABLE)
         return CUDA_ERROR_OUT_OF_MEMORY; /* the ledger was damaged in use; it said so */
     if (rc == -ENOMEM) {
-        cs__hami_sync_all(); /* the refusal reaped the dead first */
         cs_info("mem", "device %d: %llu bytes refused: %llu of %llu in use", dev,
                 (unsigned long long)bytes,
                 (unsigned long long)cs__ledger_used(cs__ledger(), dev),
@@ -37,10 +31,8 @@ CUresult cs__admit(int dev, enum cs_mem_category cat, uint64_t bytes)
 
 void cs__give_back(int dev, enum cs_mem_category cat, uint64_t bytes)
 {
-    if (dev >= 0 && bytes) {
-        cs__ledger_release(cs__ledger(), dev, cat, bytes);
-        cs__hami_sync_slot(cs__ledger()->slot);
-    }
+    if (dev >= 0)
+        cs__account_uncharge(cs__ledger(), dev, cat, bytes);
 }
 
 void cs__tracked_give_back(const struct cs_tracked *t)

@@ -9,7 +9,7 @@
  * charges of processes that are gone. cuDeviceTotalMem shows the budget,
  * which no charge changes, so it settles nothing.
  */
-#include "hami/hami.h"
+#include "account/account.h"
 #include "mem/admit.h"
 
 static uint64_t min_u64(uint64_t a, uint64_t b) { return a < b ? a : b; }
@@ -25,8 +25,7 @@ void cs__slice_view(int dev, uint64_t phys_total, uint64_t phys_free, uint64_t *
     }
     uint64_t t = min_u64(limit, phys_total);
     cs__vmm_settle();
-    cs__ledger_reap(cs__ledger());
-    cs__hami_sync_all();
+    cs__account_reap(cs__ledger());
     uint64_t used = cs__ledger_used(cs__ledger(), dev);
     *total = t;
     *free_out = min_u64(phys_free, used >= t ? 0 : t - used);

@@ -40,9 +40,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "account/account.h"
 #include "core/log.h"
 #include "core/path.h"
-#include "hami/hami.h"
 
 #define SUBSYS "mem"
 
@@ -318,10 +318,9 @@ static void share_alloc(struct vmm_alloc *a, uint64_t key)
     if (a->share >= 0) {
         cs__ledger_share_add_key(cs__ledger(), a->share, key);
     } else if (a->in_slot) {
-        int j = cs__ledger_share_make(cs__ledger(), key, a->dev, CS_MEM_VMM, a->bytes, true);
+        int j = cs__account_share_from_slot(cs__ledger(), key, a->dev, CS_MEM_VMM, a->bytes);
         if (j < 0)
             return; /* the charge stays in our slot; it never moves to a share */
-        cs__hami_sync_slot(cs__ledger()->slot); /* our slot gave the bytes up */
         a->share = j;
         a->in_slot = false;
     } else {
@@ -490,9 +489,8 @@ CUresult CUDAAPI cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
         } else if (!t.share && t.bytes) {
             /* The charge moves from our slot into a share, held by a record
              * of ours until the allocation goes (cs__vmm_share_release). */
-            int j = cs__ledger_share_make(cs__ledger(), key, t.dev, t.cat, t.bytes, true);
+            int j = cs__account_share_from_slot(cs__ledger(), key, t.dev, t.cat, t.bytes);
             if (j >= 0) {
-                cs__hami_sync_slot(cs__ledger()->slot); /* our slot gave the bytes up */
                 t.share = j + 1;
                 cs__track_put(CS_TRACK_PTR, dptr, &t);
                 a = cs__vmm_alloc_new(t.dev, t.bytes, j, false);
