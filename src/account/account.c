@@ -14,8 +14,17 @@ int cs__account_charge(struct cs_ledger *l, int dev, enum cs_mem_category cat, u
                        void (*reclaim)(void))
 {
     int rc = cs__ledger_reserve(l, dev, cat, bytes);
-    if (rc == -ENOMEM && reclaim) {
-        reclaim();
+    /* Over budget: bytes of dead processes may still be counted, in their
+     * slots or beyond them; reaping and healing return both. Failing that,
+     * the caller gives back what the driver released since (reclaim), and
+     * one more reap and attempt follow. */
+    for (int step = 0; rc == -ENOMEM && step < 2; step++) {
+        if (step == 1) {
+            if (!reclaim)
+                break;
+            reclaim();
+        }
+        cs__ledger_reap(l);
         rc = cs__ledger_reserve(l, dev, cat, bytes);
     }
     if (rc == 0)

@@ -76,12 +76,6 @@ int cs__ledger_reserve(struct cs_ledger *l, int dev, enum cs_mem_category cat, u
     if (r || bytes == 0)
         return r;
     r = charge(l, dev, (int)cat, bytes);
-    /* Over budget: bytes of dead processes may still be counted, in their
-     * slots or beyond them; reaping and healing return both. */
-    if (r == -ENOMEM) {
-        cs__ledger_reap(l);
-        r = charge(l, dev, (int)cat, bytes);
-    }
     /* Truncated or overwritten meanwhile: whatever the charge did, it did
      * to counters that no longer exist, so nothing is admitted. */
     if (!cs__ledger_usable(l))

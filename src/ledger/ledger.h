@@ -122,8 +122,8 @@ void cs__ledger_atfork_child(void);
 int cs__ledger_after_fork(struct cs_ledger *l);
 
 /* Admission: atomically charges `bytes` on `dev` if used + bytes <= limit
- * (no limit: always). -ENOMEM when over budget (after one reap of dead
- * slots and one retry); nothing is charged then. -EOVERFLOW, -EINVAL (bad
+ * (no limit: always). One attempt: -ENOMEM when over budget, and nothing
+ * is charged then (src/account reaps and retries before a refusal stands). -EOVERFLOW, -EINVAL (bad
  * dev/cat), -ENOTCONN (no slot), -ECHILD (fork child before after_fork). */
 int cs__ledger_reserve(struct cs_ledger *l, int dev, enum cs_mem_category cat,
                        uint64_t bytes);

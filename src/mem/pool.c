@@ -222,5 +222,4 @@ void cs__pools_settle(void)
     for (int i = 0; i < s.n; i++)
         settle_pool((CUmemoryPool)(uintptr_t)s.key[i], s.dev[i], 0);
     cs__graph_settle();
-    cs__ledger_reap(cs__ledger());
 }

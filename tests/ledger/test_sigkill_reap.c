@@ -1,9 +1,12 @@
 /*
  * ledger_sigkill_reap: a process SIGKILLed while holding bytes is detected
- * by its free slot lock; the next reserve that needs those bytes reaps it
- * and succeeds; a slot is reaped exactly once, even by racing reapers.
+ * by its free slot lock; one attempt of the ledger is refused while its
+ * bytes count, the next charge (src/account) that needs them reaps it and
+ * succeeds; a slot is reaped exactly once, even by racing reapers.
  */
 #include "ledger_test.h"
+
+#include "account/account.h"
 
 #define LIMIT (100 * MiB)
 
@@ -65,8 +68,12 @@ int main(void)
     CHECK(!cs__ledger_slot_alive(&l, victim));
     CHECK_EQ_U(cs__ledger_used(&l, 0), 90 * MiB);
 
-    /* The reserve that needs the dead bytes reaps, then succeeds. */
-    CHECK_EQ(cs__ledger_reserve(&l, 0, CS_MEM_DATA, 50 * MiB), 0);
+    /* One attempt of the ledger is refused: the dead bytes still count. */
+    CHECK_EQ(cs__ledger_reserve(&l, 0, CS_MEM_DATA, 50 * MiB), -ENOMEM);
+    CHECK_EQ_U(l.hdr->reaped, 0);
+    CHECK_EQ_U(cs__ledger_used(&l, 0), 90 * MiB);
+    /* The charge that needs the dead bytes reaps, then succeeds. */
+    CHECK_EQ(cs__account_charge(&l, 0, CS_MEM_DATA, 50 * MiB, NULL), 0);
     CHECK_EQ_U(l.hdr->reaped, 1);
     CHECK_EQ_U(l.hdr->live, 1);
     CHECK_EQ_U(cs__ledger_used(&l, 0), 50 * MiB);
