@@ -13,10 +13,10 @@
 int cs__account_charge(struct cs_ledger *l, int dev, enum cs_mem_category cat, uint64_t bytes,
                        void (*reclaim)(void))
 {
-    int rc = cs__ledger_reserve(l, dev, cat, bytes);
+    int rc = cs__ledger_charge(l, dev, cat, bytes);
     /* Over budget: bytes of dead processes may still be counted, in their
      * slots or beyond them; reaping and healing return both. Failing that,
-     * the caller gives back what the driver released since (reclaim), and
+     * the caller uncharges what the driver released since (reclaim), and
      * one more reap and attempt follow. */
     for (int step = 0; rc == -ENOMEM && step < 2; step++) {
         if (step == 1) {
@@ -25,7 +25,7 @@ int cs__account_charge(struct cs_ledger *l, int dev, enum cs_mem_category cat, u
             reclaim();
         }
         cs__ledger_reap(l);
-        rc = cs__ledger_reserve(l, dev, cat, bytes);
+        rc = cs__ledger_charge(l, dev, cat, bytes);
     }
     if (rc == 0)
         cs__hami_sync_slot(l->slot);
@@ -39,7 +39,7 @@ void cs__account_uncharge(struct cs_ledger *l, int dev, enum cs_mem_category cat
 {
     if (!bytes)
         return;
-    cs__ledger_release(l, dev, cat, bytes);
+    cs__ledger_uncharge(l, dev, cat, bytes);
     cs__hami_sync_slot(l->slot);
 }
 

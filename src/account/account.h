@@ -33,7 +33,7 @@ struct cs_ledger;
 int cs__account_charge(struct cs_ledger *l, int dev, enum cs_mem_category cat, uint64_t bytes,
                        void (*reclaim)(void));
 
-/* Gives back what cs__account_charge charged (clamped and logged by the
+/* Uncharges what cs__account_charge charged (clamped and logged by the
  * ledger when more than was charged); the region follows. */
 void cs__account_uncharge(struct cs_ledger *l, int dev, enum cs_mem_category cat,
                           uint64_t bytes);

@@ -213,7 +213,7 @@ static int private_ledger_path(char *out, size_t len)
 
 /* Our slot is claimed: drop the name, then remove what dead processes
  * left in the directory (cheap: live private ledgers have no name). */
-static void settle_private_ledger(void)
+static void unname_private_ledger(void)
 {
     int rc = cs__ledger_unname(&cs_rt.ledger);
     if (rc) {
@@ -276,7 +276,7 @@ static void announce_ledger(void)
     cs__node_register(cs_rt.cfg.registry_path, cs_rt.ledger.path, cs_rt.ledger.fd,
                       cs_rt.ledger.hdr->created_ns);
     if (private_ledger)
-        settle_private_ledger();
+        unname_private_ledger();
 }
 
 static int first_init(void)

@@ -22,8 +22,8 @@ static pid_t spawn_holder(struct cs_ledger *l, uint64_t data, uint64_t ctx, int 
         close(fds[0]);
         CHECK_EQ(cs__ledger_after_fork(l), 0);
         CHECK_EQ(cs__ledger_claim(l), 0);
-        CHECK_EQ(cs__ledger_reserve(l, 0, CS_MEM_DATA, data), 0);
-        CHECK_EQ(cs__ledger_reserve(l, 0, CS_MEM_CONTEXT, ctx), 0);
+        CHECK_EQ(cs__ledger_charge(l, 0, CS_MEM_DATA, data), 0);
+        CHECK_EQ(cs__ledger_charge(l, 0, CS_MEM_CONTEXT, ctx), 0);
         lt_write_full(fds[1], &l->slot, sizeof l->slot);
         for (;;)
             pause();
@@ -56,10 +56,10 @@ int main(void)
     CHECK_EQ_U(l.hdr->live, 2);
     CHECK(cs__ledger_slot_alive(&l, victim));
     CHECK(cs__ledger_slot_alive(&l, l.slot));
-    /* The holder is alive: a reap takes nothing and a reserve that needs
+    /* The holder is alive: a reap takes nothing and a charge that needs
      * its bytes is refused (with nothing charged). */
     CHECK_EQ(cs__ledger_reap(&l), 0);
-    CHECK_EQ(cs__ledger_reserve(&l, 0, CS_MEM_DATA, 50 * MiB), -ENOMEM);
+    CHECK_EQ(cs__ledger_charge(&l, 0, CS_MEM_DATA, 50 * MiB), -ENOMEM);
     CHECK_EQ_U(cs__ledger_used(&l, 0), 90 * MiB);
 
     kill_and_wait(pid);
@@ -69,7 +69,7 @@ int main(void)
     CHECK_EQ_U(cs__ledger_used(&l, 0), 90 * MiB);
 
     /* One attempt of the ledger is refused: the dead bytes still count. */
-    CHECK_EQ(cs__ledger_reserve(&l, 0, CS_MEM_DATA, 50 * MiB), -ENOMEM);
+    CHECK_EQ(cs__ledger_charge(&l, 0, CS_MEM_DATA, 50 * MiB), -ENOMEM);
     CHECK_EQ_U(l.hdr->reaped, 0);
     CHECK_EQ_U(cs__ledger_used(&l, 0), 90 * MiB);
     /* The charge that needs the dead bytes reaps, then succeeds. */
@@ -123,7 +123,7 @@ int main(void)
     CHECK_EQ_U(cs__ledger_used(&l, 0), 50 * MiB);
     CHECK_EQ_U(l.hdr->live, 1);
 
-    cs__ledger_release(&l, 0, CS_MEM_DATA, 50 * MiB);
+    cs__ledger_uncharge(&l, 0, CS_MEM_DATA, 50 * MiB);
     cs__ledger_leave(&l);
     cs__ledger_leave(&l); /* idempotent */
     CHECK_EQ_U(l.hdr->live, 0);
