@@ -1,10 +1,9 @@
 #include "mem/admit.h"
 
-#include "account/account.h"
-
 #include <errno.h>
 #include <stdbool.h>
 
+#include "account/account.h"
 #include "core/log.h"
 
 CUresult cs__charge(int dev, enum cs_mem_category cat, uint64_t bytes)
