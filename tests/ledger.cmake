@@ -10,7 +10,11 @@ cs_ledger_test(ledger_abi test_abi.c LABELS sanitize)
 cs_ledger_test(ledger_refuse_bad test_refuse_bad.c LABELS sanitize)
 cs_ledger_test(ledger_release_no_underflow test_release.c LABELS sanitize)
 cs_ledger_test(ledger_race_budget test_race_budget.c LABELS sanitize)
-cs_ledger_test(ledger_sigkill_reap test_sigkill_reap.c LABELS sanitize)
+# With the accounting module (src/account), which owns the reap-and-retry
+# of a refused charge.
+cs_add_test(ledger_sigkill_reap SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/ledger/test_sigkill_reap.c
+  ${CMAKE_SOURCE_DIR}/src/account/account.c ${CMAKE_SOURCE_DIR}/src/hami/region.c
+  LIBS cs_common ENV CUSHARE_LOG_LEVEL=warn LABELS sanitize)
 cs_ledger_test(ledger_crash_window test_crash_window.c LABELS sanitize)
 cs_ledger_test(ledger_pid_reuse test_pid_reuse.c LABELS sanitize)
 cs_ledger_test(ledger_fork_exec test_fork_exec.c LABELS sanitize)

@@ -24,12 +24,14 @@ struct cs_ledger;
 
 /* Opens or creates the region at cfg->hami_path (no-op when empty) as the
  * projection of `ledger`, the process's open ledger, which the region
- * code reads from then on (handed over here: src/hami sits below src/hook).
+ * code reads from then on (handed over by src/account, which owns the
+ * projection: src/hami sits below it).
  * 0, or -errno after one message naming the file and the fix (a file
  * that is not a HAMi v1 region, or cannot be created). */
 int cs__hami_open(const struct cs_config *cfg, const struct cs_ledger *ledger);
 
-/* Copies ledger slot `idx` (ours, or one found FREE) into region slot idx. */
+/* Copies ledger slot `idx` (ours, or one found FREE) into region slot idx.
+ * Only src/account calls these two, after each change it makes. */
 void cs__hami_sync_slot(int idx);
 /* Every slot, after a reap returned dead processes' bytes. */
 void cs__hami_sync_all(void);

@@ -29,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "account/account.h"
 #include "core/fork.h"
 #include "core/log.h"
 #include "core/userdir.h"
@@ -143,9 +144,7 @@ static void on_exit_leave(void)
 {
     if (__atomic_load_n(&init_state, __ATOMIC_ACQUIRE) != 1)
         return;
-    int slot = cs_rt.ledger.slot;
-    cs__ledger_leave(&cs_rt.ledger);
-    cs__hami_sync_slot(slot);
+    cs__account_leave(&cs_rt.ledger);
     /* Still named: the last process of the tree removes it. */
     if (private_ledger && private_named)
         cs__ledger_remove_if_unused(&cs_rt.ledger);
@@ -214,7 +213,7 @@ static int private_ledger_path(char *out, size_t len)
 
 /* Our slot is claimed: drop the name, then remove what dead processes
  * left in the directory (cheap: live private ledgers have no name). */
-static void settle_private_ledger(void)
+static void unname_private_ledger(void)
 {
     int rc = cs__ledger_unname(&cs_rt.ledger);
     if (rc) {
@@ -267,7 +266,7 @@ static int open_ledger(void)
     }
     if (rc)
         return rc;
-    return cs__ledger_claim(&cs_rt.ledger);
+    return cs__account_claim(&cs_rt.ledger);
 }
 
 /* Our slot is claimed: let the node view find the ledger, and drop a
@@ -277,7 +276,7 @@ static void announce_ledger(void)
     cs__node_register(cs_rt.cfg.registry_path, cs_rt.ledger.path, cs_rt.ledger.fd,
                       cs_rt.ledger.hdr->created_ns);
     if (private_ledger)
-        settle_private_ledger();
+        unname_private_ledger();
 }
 
 static int first_init(void)
@@ -300,12 +299,11 @@ static int first_init(void)
     }
     announce_ledger();
     /* HAMi's monitor must see every tenant it limits: no region, no CUDA. */
-    rc = cs__hami_open(&cs_rt.cfg, &cs_rt.ledger);
+    rc = cs__account_open_region(&cs_rt.cfg, &cs_rt.ledger);
     if (rc) {
         cs_err("init", "HAMi region missing: CUDA initialisation fails (fail closed)");
         return rc;
     }
-    cs__hami_sync_all();
     return 0;
 }
 
@@ -313,10 +311,8 @@ static int reinit_after_fork(void)
 {
     int rc = cs__ledger_after_fork(&cs_rt.ledger);
     if (!rc)
-        rc = cs__ledger_claim(&cs_rt.ledger);
+        rc = cs__account_claim(&cs_rt.ledger);
     cs__phase_mark(CS_PHASE_LEDGER_READY);
-    if (!rc)
-        cs__hami_sync_slot(cs_rt.ledger.slot);
     if (rc)
         cs_err("init", "fork child could not claim its own ledger slot: %s", strerror(-rc));
     return rc;

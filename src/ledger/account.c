@@ -1,9 +1,9 @@
 /*
  * Admission and accounting against the shared per-device aggregates.
  *
- * reserve charges the aggregate first (compare-and-swap against the limit:
+ * charge raises the aggregate first (compare-and-swap against the limit:
  * two processes racing can never both fit into the last free bytes) and
- * records the charge in the caller's slot second. release undoes it in the
+ * records the charge in the caller's slot second. uncharge undoes it in the
  * opposite order: slot first, aggregate second. Either way a process killed
  * between the two steps leaves the aggregate over-counted (fail closed:
  * admission is stricter than needed), never under-counted. Both announce
@@ -59,7 +59,7 @@ static int charge_aggregate(const struct cs_ledger *l, int dev, uint64_t bytes)
     return 0;
 }
 
-static int charge(struct cs_ledger *l, int dev, int cat, uint64_t bytes)
+static int charge_slot(struct cs_ledger *l, int dev, int cat, uint64_t bytes)
 {
     struct cs_ledger_slot *s = cs__ledger_my_slot(l);
     cs__ledger_announce(s, dev, bytes);
@@ -70,18 +70,12 @@ static int charge(struct cs_ledger *l, int dev, int cat, uint64_t bytes)
     return r;
 }
 
-int cs__ledger_reserve(struct cs_ledger *l, int dev, enum cs_mem_category cat, uint64_t bytes)
+int cs__ledger_charge(struct cs_ledger *l, int dev, enum cs_mem_category cat, uint64_t bytes)
 {
     int r = check_args(l, dev, (int)cat);
     if (r || bytes == 0)
         return r;
-    r = charge(l, dev, (int)cat, bytes);
-    /* Over budget: bytes of dead processes may still be counted, in their
-     * slots or beyond them; reaping and healing return both. */
-    if (r == -ENOMEM) {
-        cs__ledger_reap(l);
-        r = charge(l, dev, (int)cat, bytes);
-    }
+    r = charge_slot(l, dev, (int)cat, bytes);
     /* Truncated or overwritten meanwhile: whatever the charge did, it did
      * to counters that no longer exist, so nothing is admitted. */
     if (!cs__ledger_usable(l))
@@ -89,13 +83,13 @@ int cs__ledger_reserve(struct cs_ledger *l, int dev, enum cs_mem_category cat, u
     return r;
 }
 
-void cs__ledger_release(struct cs_ledger *l, int dev, enum cs_mem_category cat, uint64_t bytes)
+void cs__ledger_uncharge(struct cs_ledger *l, int dev, enum cs_mem_category cat, uint64_t bytes)
 {
     int r = check_args(l, dev, (int)cat);
     if (r == -ENOTRECOVERABLE)
-        return; /* nothing left to give back to */
+        return; /* nothing left to uncharge */
     if (r) {
-        cs_warn_capped(8, SUBSYS, "ledger %s: release of %" PRIu64 " bytes on device %d "
+        cs_warn_capped(8, SUBSYS, "ledger %s: uncharge of %" PRIu64 " bytes on device %d "
                        "ignored: %s", l->path, bytes, dev,
                        r == -EINVAL ? "bad device or category" : "no slot of this process");
         return;
@@ -103,16 +97,16 @@ void cs__ledger_release(struct cs_ledger *l, int dev, enum cs_mem_category cat, 
     if (bytes == 0)
         return;
     uint64_t agg;
-    uint64_t took = cs__ledger_return(l, cs__ledger_my_slot(l), dev, (int)cat, bytes, &agg);
+    uint64_t took = cs__ledger_uncharge_slot(l, cs__ledger_my_slot(l), dev, (int)cat, bytes, &agg);
     if (!cs__ledger_usable(l))
         return; /* lost under us: the slot we read is the private copy */
     if (took < bytes)
-        cs_warn_capped(8, SUBSYS, "ledger %s: release of %" PRIu64 " bytes on device %d (%s) "
+        cs_warn_capped(8, SUBSYS, "ledger %s: uncharge of %" PRIu64 " bytes on device %d (%s) "
                        "exceeds the %" PRIu64 " charged to this process; clamped", l->path,
                        bytes, dev, cs__ledger_category_name((int)cat), took);
     if (agg < took)
         cs_warn_capped(8, SUBSYS, "ledger %s: device %d aggregate was %" PRIu64 " bytes short "
-                       "on release; clamped at 0", l->path, dev, took - agg);
+                       "on uncharge; clamped at 0", l->path, dev, took - agg);
 }
 
 uint64_t cs__ledger_used(const struct cs_ledger *l, int dev)

@@ -3,8 +3,8 @@
  * tenant holds, while the tenant's other processes keep running.
  *
  * A process killed between charging the aggregate and recording the charge
- * in its slot (a reserve), or between taking bytes out of its slot and out
- * of the aggregate (a release, a leave, a reap), leaves dev[d].used above
+ * in its slot (a charge), or between taking bytes out of its slot and out
+ * of the aggregate (an uncharge, a leave, a reap), leaves dev[d].used above
  * what the slots hold: the over-count of docs/ledger.md's crash-window
  * rule. Reaping cannot find those bytes, since no slot has them; only a
  * measurement can. To make one possible every owner announces a change

@@ -122,15 +122,16 @@ void cs__ledger_atfork_child(void);
 int cs__ledger_after_fork(struct cs_ledger *l);
 
 /* Admission: atomically charges `bytes` on `dev` if used + bytes <= limit
- * (no limit: always). -ENOMEM when over budget (after one reap of dead
- * slots and one retry); nothing is charged then. -EOVERFLOW, -EINVAL (bad
- * dev/cat), -ENOTCONN (no slot), -ECHILD (fork child before after_fork). */
-int cs__ledger_reserve(struct cs_ledger *l, int dev, enum cs_mem_category cat,
-                       uint64_t bytes);
+ * (no limit: always). One attempt: -ENOMEM when over budget, and nothing
+ * is charged then (src/account reaps and retries before a refusal
+ * stands). -EOVERFLOW, -EINVAL (bad dev/cat), -ENOTCONN (no slot),
+ * -ECHILD (fork child before after_fork). */
+int cs__ledger_charge(struct cs_ledger *l, int dev, enum cs_mem_category cat,
+                      uint64_t bytes);
 
-/* Gives back what a reserve charged. Never underflows (clamps, logs). */
-void cs__ledger_release(struct cs_ledger *l, int dev, enum cs_mem_category cat,
-                        uint64_t bytes);
+/* Uncharges what a charge charged. Never underflows (clamps, logs). */
+void cs__ledger_uncharge(struct cs_ledger *l, int dev, enum cs_mem_category cat,
+                         uint64_t bytes);
 
 /* Reaps every dead slot (lock free, state LIVE), then heals the aggregates
  * (returns what dead processes left charged beyond their slots) unless
@@ -207,7 +208,7 @@ const char *cs__ledger_identity_name(uint32_t tier);
 /* A ledger damaged in use (guard.c, docs/ledger.md): truncated (SIGBUS in
  * its mapping) or its header overwritten. Its mapping is then private,
  * keeps the limits and shows every budget as used; every charge, claim and
- * reap answers -ENOTRECOVERABLE, releases are ignored. usable() checks the
+ * reap answers -ENOTRECOVERABLE, uncharges are ignored. usable() checks the
  * header and loses the mapping (one error message) when it is damaged. */
 bool cs__ledger_usable(const struct cs_ledger *l);
 struct cs_ledger_guard *cs__ledger_guard_add(void *base, size_t len, const char *path);
@@ -241,8 +242,8 @@ uint64_t cs__ledger_sub_clamped(uint64_t *p, uint64_t v);
  * held (and, if wanted, what the aggregate gave up). */
 void cs__ledger_announce(struct cs_ledger_slot *s, int dev, uint64_t bytes);
 void cs__ledger_withdraw(struct cs_ledger_slot *s, int dev, uint64_t bytes);
-uint64_t cs__ledger_return(struct cs_ledger *l, struct cs_ledger_slot *s, int dev, int cat,
-                           uint64_t bytes, uint64_t *from_aggregate);
+uint64_t cs__ledger_uncharge_slot(struct cs_ledger *l, struct cs_ledger_slot *s, int dev, int cat,
+                                  uint64_t bytes, uint64_t *from_aggregate);
 
 /* Shares (share.c; docs/ledger.md, "Shares"): device memory that several
  * processes of the tenant hold (VMM exports, legacy IPC). A share's bytes

@@ -13,7 +13,7 @@
  * happens under the lock, and the state is FREE before the lock is dropped,
  * so each dead slot is reaped exactly once. Bytes are taken out of the slot
  * before they are subtracted from the aggregate, and every such return is
- * announced in the slot (pending, op_seq) like a release, so a reaper
+ * announced in the slot (pending, op_seq) like an uncharge, so a reaper
  * killed in between leaves the aggregate over-counted, never under, and a
  * healer running meanwhile counts what is in flight (heal.c).
  *
@@ -126,8 +126,8 @@ void cs__ledger_withdraw(struct cs_ledger_slot *s, int dev, uint64_t bytes)
     cs__ledger_sub_clamped(&s->pending[dev], bytes);
 }
 
-uint64_t cs__ledger_return(struct cs_ledger *l, struct cs_ledger_slot *s, int dev, int cat,
-                           uint64_t bytes, uint64_t *from_aggregate)
+uint64_t cs__ledger_uncharge_slot(struct cs_ledger *l, struct cs_ledger_slot *s, int dev, int cat,
+                                  uint64_t bytes, uint64_t *from_aggregate)
 {
     cs__ledger_announce(s, dev, bytes);
     uint64_t took = cs__ledger_sub_clamped(&s->bytes[dev][cat], bytes);
@@ -154,7 +154,7 @@ static uint64_t return_all(struct cs_ledger *l, struct cs_ledger_slot *s)
                 uint64_t v = LOAD(&s->bytes[d][c]);
                 if (!v)
                     break;
-                total += cs__ledger_return(l, s, d, c, v, NULL);
+                total += cs__ledger_uncharge_slot(l, s, d, c, v, NULL);
             }
     return total;
 }

@@ -21,6 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "account/account.h"
 #include "core/log.h"
 #include "identity/identity.h"
 #include "limiter/internal.h"
@@ -66,7 +67,7 @@ static int experiment(int dev, nvmlDevice_t nd, pid_t *out)
 {
     struct snapshot before = {0}, after = {0};
     CUdeviceptr p;
-    int rc = cs__ledger_reserve(cs__ledger(), dev, CS_MEM_DATA, PROBE_BYTES);
+    int rc = cs__account_charge(cs__ledger(), dev, CS_MEM_DATA, PROBE_BYTES, NULL);
     if (rc)
         return rc;
     rc = snap(nd, &before);
@@ -78,7 +79,7 @@ static int experiment(int dev, nvmlDevice_t nd, pid_t *out)
     } else if (!rc) {
         rc = -ENOMEM;
     }
-    cs__ledger_release(cs__ledger(), dev, CS_MEM_DATA, PROBE_BYTES);
+    cs__account_uncharge(cs__ledger(), dev, CS_MEM_DATA, PROBE_BYTES);
     free(before.p);
     free(after.p);
     return rc;

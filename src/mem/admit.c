@@ -3,27 +3,20 @@
 #include <errno.h>
 #include <stdbool.h>
 
+#include "account/account.h"
 #include "core/log.h"
-#include "hami/hami.h"
 
-CUresult cs__admit(int dev, enum cs_mem_category cat, uint64_t bytes)
+CUresult cs__charge(int dev, enum cs_mem_category cat, uint64_t bytes)
 {
     if (dev < 0)
         return CUDA_SUCCESS; /* no context: the driver will refuse the call */
-    cs__vmm_settle();
-    int rc = cs__ledger_reserve(cs__ledger(), dev, cat, bytes);
-    if (rc == -ENOMEM) {
-        cs__pools_settle();
-        rc = cs__ledger_reserve(cs__ledger(), dev, cat, bytes);
-    }
-    if (rc == 0) {
-        cs__hami_sync_slot(cs__ledger()->slot);
+    cs__vmm_take_over_unpaid();
+    int rc = cs__account_charge(cs__ledger(), dev, cat, bytes, cs__pools_recharge);
+    if (rc == 0)
         return CUDA_SUCCESS;
-    }
     if (rc == -ENOTRECOVERABLE)
         return CUDA_ERROR_OUT_OF_MEMORY; /* the ledger was damaged in use; it said so */
     if (rc == -ENOMEM) {
-        cs__hami_sync_all(); /* the refusal reaped the dead first */
         cs_info("mem", "device %d: %llu bytes refused: %llu of %llu in use", dev,
                 (unsigned long long)bytes,
                 (unsigned long long)cs__ledger_used(cs__ledger(), dev),
@@ -35,29 +28,27 @@ CUresult cs__admit(int dev, enum cs_mem_category cat, uint64_t bytes)
     return CUDA_ERROR_OUT_OF_MEMORY;
 }
 
-void cs__give_back(int dev, enum cs_mem_category cat, uint64_t bytes)
+void cs__uncharge(int dev, enum cs_mem_category cat, uint64_t bytes)
 {
-    if (dev >= 0 && bytes) {
-        cs__ledger_release(cs__ledger(), dev, cat, bytes);
-        cs__hami_sync_slot(cs__ledger()->slot);
-    }
+    if (dev >= 0)
+        cs__account_uncharge(cs__ledger(), dev, cat, bytes);
 }
 
-void cs__tracked_give_back(const struct cs_tracked *t)
+void cs__uncharge_tracked(const struct cs_tracked *t)
 {
     if (t->share)
         cs__vmm_share_release(t->share - 1);
     else
-        cs__give_back(t->dev, t->cat, t->bytes);
+        cs__uncharge(t->dev, t->cat, t->bytes);
 }
 
-int cs__commit(enum cs_track_kind kind, uint64_t key, int dev, enum cs_mem_category cat,
-               uint64_t bytes)
+int cs__record_charge(enum cs_track_kind kind, uint64_t key, int dev, enum cs_mem_category cat,
+                      uint64_t bytes)
 {
     struct cs_tracked t = {.bytes = bytes, .dev = dev, .cat = cat, .ctx = cs__current_context()};
     int rc = cs__track_put(kind, key, &t);
     if (rc) {
-        cs__give_back(dev, cat, bytes);
+        cs__uncharge(dev, cat, bytes);
         cs_warn_capped(8, "mem", "out of host memory for allocation records");
     }
     return rc;
@@ -71,26 +62,26 @@ CUresult cs__free_tracked(enum cs_track_kind kind, uint64_t key,
     CUresult r = destroy(key, ctx);
     if (known) {
         if (r == CUDA_SUCCESS)
-            cs__tracked_give_back(&t);
+            cs__uncharge_tracked(&t);
         else
             cs__track_put(kind, key, &t);
     }
     return r;
 }
 
-int cs__uncommit(enum cs_track_kind kind, uint64_t key)
+int cs__uncharge_record(enum cs_track_kind kind, uint64_t key)
 {
     struct cs_tracked t;
     int rc = cs__track_take(kind, key, &t);
     if (!rc)
-        cs__tracked_give_back(&t);
+        cs__uncharge_tracked(&t);
     return rc;
 }
 
-CUresult cs__adjust(int dev, enum cs_mem_category cat, uint64_t have, uint64_t want)
+CUresult cs__recharge(int dev, enum cs_mem_category cat, uint64_t have, uint64_t want)
 {
     if (want > have)
-        return cs__admit(dev, cat, want - have);
-    cs__give_back(dev, cat, have - want);
+        return cs__charge(dev, cat, want - have);
+    cs__uncharge(dev, cat, have - want);
     return CUDA_SUCCESS;
 }

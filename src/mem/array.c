@@ -1,7 +1,7 @@
 /*
- * CUDA arrays and mipmapped arrays. Rule: reserve an estimate from the
+ * CUDA arrays and mipmapped arrays. Rule: charge an estimate from the
  * descriptor before creating (never short: the driver's real size is
- * rounded up from it), then settle to the driver's own answer from
+ * rounded up from it), then recharge to the driver's own answer from
  * cuArrayGetMemoryRequirements / cuMipmappedArrayGetMemoryRequirements.
  */
 #include "mem/admit.h"
@@ -48,20 +48,20 @@ static uint64_t driver_size(CUarray a, CUmipmappedArray m, int dev, uint64_t fal
     return r == CUDA_SUCCESS && req.size ? req.size : fallback;
 }
 
-static CUresult settle_array(CUarray a, CUmipmappedArray m, int dev, uint64_t estimate)
+static CUresult recharge_array(CUarray a, CUmipmappedArray m, int dev, uint64_t estimate)
 {
     uint64_t actual = driver_size(a, m, dev, estimate);
-    if (cs__adjust(dev, CS_MEM_ARRAY, estimate, actual) != CUDA_SUCCESS)
+    if (cs__recharge(dev, CS_MEM_ARRAY, estimate, actual) != CUDA_SUCCESS)
         return CUDA_ERROR_OUT_OF_MEMORY;
     enum cs_track_kind kind = a ? CS_TRACK_ARRAY : CS_TRACK_MIPMAP;
     uint64_t key = a ? (uint64_t)(uintptr_t)a : (uint64_t)(uintptr_t)m;
-    if (cs__commit(kind, key, dev, CS_MEM_ARRAY, actual))
+    if (cs__record_charge(kind, key, dev, CS_MEM_ARRAY, actual))
         return CUDA_ERROR_OUT_OF_MEMORY;
     return CUDA_SUCCESS;
 }
 
-/* The array protocol: reserve the descriptor's estimate, let `create`
- * make the array (into *arr or *mip), settle to the driver's size, or undo
+/* The array protocol: charge the descriptor's estimate, let `create`
+ * make the array (into *arr or *mip), recharge to the driver's size, or undo
  * everything when that does not fit. */
 struct array_create {
     CUarray *arr;
@@ -80,20 +80,20 @@ static CUresult create_real(const struct array_create *c)
     return cs_real.cuArrayCreate_v2(c->arr, c->desc2d);
 }
 
-static CUresult admit_array(int dev, uint64_t estimate, const struct array_create *c)
+static CUresult charge_array(int dev, uint64_t estimate, const struct array_create *c)
 {
-    CUresult r = cs__admit(dev, CS_MEM_ARRAY, estimate);
+    CUresult r = cs__charge(dev, CS_MEM_ARRAY, estimate);
     if (r != CUDA_SUCCESS)
         return r;
     r = create_real(c);
     if (r != CUDA_SUCCESS) {
-        cs__give_back(dev, CS_MEM_ARRAY, estimate);
+        cs__uncharge(dev, CS_MEM_ARRAY, estimate);
         return r;
     }
     CUarray a = c->mip ? NULL : *c->arr;
     CUmipmappedArray m = c->mip ? *c->mip : NULL;
-    if (settle_array(a, m, dev, estimate) != CUDA_SUCCESS) {
-        cs__give_back(dev, CS_MEM_ARRAY, estimate);
+    if (recharge_array(a, m, dev, estimate) != CUDA_SUCCESS) {
+        cs__uncharge(dev, CS_MEM_ARRAY, estimate);
         if (m)
             cs_real.cuMipmappedArrayDestroy(m);
         else
@@ -110,8 +110,9 @@ CUresult CUDAAPI cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR 
     if (!pHandle || !desc || dev < 0)
         return cs_real.cuArrayCreate_v2(pHandle, desc);
     struct array_create c = {.arr = pHandle, .desc2d = desc};
-    return admit_array(dev, extent_bytes(desc->Width, desc->Height, 1, desc->NumChannels, desc->Format),
-                       &c);
+    return charge_array(dev,
+                        extent_bytes(desc->Width, desc->Height, 1, desc->NumChannels, desc->Format),
+                        &c);
 }
 
 CUresult CUDAAPI cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *desc)
@@ -121,7 +122,7 @@ CUresult CUDAAPI cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIP
     if (!pHandle || !desc || dev < 0)
         return cs_real.cuArray3DCreate_v2(pHandle, desc);
     struct array_create c = {.arr = pHandle, .desc3d = desc};
-    return admit_array(dev, extent_bytes(desc->Width, desc->Height, desc->Depth, desc->NumChannels,
+    return charge_array(dev, extent_bytes(desc->Width, desc->Height, desc->Depth, desc->NumChannels,
                                          desc->Format),
                        &c);
 }
@@ -134,7 +135,7 @@ CUresult CUDAAPI cuMipmappedArrayCreate(CUmipmappedArray *pHandle, const CUDA_AR
     if (!pHandle || !desc || dev < 0)
         return cs_real.cuMipmappedArrayCreate(pHandle, desc, numMipmapLevels);
     struct array_create c = {.mip = pHandle, .desc3d = desc, .levels = numMipmapLevels};
-    return admit_array(dev, mipmap_bytes(desc, numMipmapLevels), &c);
+    return charge_array(dev, mipmap_bytes(desc, numMipmapLevels), &c);
 }
 
 static CUresult destroy_array(uint64_t h, void *ctx)

@@ -11,17 +11,17 @@
  *  - A context that does not fit is refused: the call undoes what the
  *    driver made and returns CUDA_ERROR_OUT_OF_MEMORY, with one error line.
  *  - When a context goes (cuCtxDestroy_v2; the release after which the
- *    primary is no longer active; a reset) its charge is given back, and so
+ *    primary is no longer active; a reset) its charge is uncharged, and so
  *    is every allocation the driver freed with it (track.c: context-owned
  *    records). Pools, VMM handles and graph memory stay charged: the driver
  *    keeps them until they are freed explicitly, even when the process has
  *    no context left (measured).
  *
- * Admission keeps DESIGN.md decision 2 (reserve first) as far as a size
- * known only afterwards allows: an estimate is reserved before the driver
+ * Admission keeps DESIGN.md decision 2 (charge first) as far as a size
+ * known only afterwards allows: an estimate is charged before the driver
  * call (this process's last measurement on the device, else the smallest
  * context charge of another process of the tenant there), then the charge
- * is settled to the measured size. With no estimate the creation runs unreserved while
+ * is recharged to the measured size. With no estimate the creation runs uncharged while
  * holding the tenant's context-measure lock of the device (an OFD lock on
  * byte CS_LEDGER_CTX_LOCK(dev) of the ledger file), so at most one
  * unmeasured context per tenant and device can be on the GPU beyond the
@@ -80,7 +80,7 @@ static uint64_t last_cost[CS_MAX_DEVICES][2];
 /* ---- fork ---------------------------------------------------------------- */
 
 /* A fork child has no CUDA state: the driver gives it no contexts and no
- * memory of the parent's, so it must not give back the parent's charges
+ * memory of the parent's, so it must not uncharge the parent's charges
  * when it destroys a context whose handle happens to equal a parent's.
  * last_cost stays: it is what a context costs on the device, for anyone.
  * Registered with the one fork handler (core/fork.h). */
@@ -178,7 +178,7 @@ static void note_nvml_identity(void)
 }
 
 /* Before and after one driver call that makes a context on `dev`. `held`
- * is the estimate already reserved for that context: in our slot, but not
+ * is the estimate already charged for that context: in our slot, but not
  * yet memory the driver holds. */
 struct window {
     int dev;
@@ -218,7 +218,7 @@ static bool window_close(const struct window *w, uint64_t *cost)
     return true;
 }
 
-/* What to reserve before the driver makes a context on `dev`: the cost
+/* What to charge before the driver makes a context on `dev`: the cost
  * this process last measured there for a context of the same kind, else
  * of the other kind (on the H200 they are equal), else the smallest
  * context charge of another process of the tenant there (each holds at
@@ -235,7 +235,7 @@ static uint64_t estimate(int dev, bool further)
 
 /* The tenant's context-measure lock of a device (file comment). If it
  * cannot be taken the creation goes on without it: a broken lock must not
- * stop CUDA, and the worst case is the unreserved creation it guards. */
+ * stop CUDA, and the worst case is the uncharged creation it guards. */
 struct measure_lock {
     struct cs_postinit_lock lk;
     bool held;
@@ -349,8 +349,8 @@ static void record(struct ctx_entry *e, CUcontext ctx, int dev, bool primary, ui
     e->charged = charged;
 }
 
-/* Makes the context with `est` already reserved for it, measures it and
- * settles the charge (*charged); a context that does not fit is undone.
+/* Makes the context with `est` already charged for it, measures it and
+ * recharges to the cost (*charged); a context that does not fit is undone.
  * ctx_mu held. */
 /* Room asked of parking for a context nobody has measured yet: more than
  * a context takes on the devices we know. */
@@ -377,22 +377,22 @@ static CUresult make_measured(const struct ctx_call_args *a, CUcontext *out, boo
     window_open(&w, dev, est, !further);
     CUresult r = make_real_with_room(a, out, est);
     if (r != CUDA_SUCCESS) {
-        cs__give_back(dev, CS_MEM_CONTEXT, est);
+        cs__uncharge(dev, CS_MEM_CONTEXT, est);
         return r;
     }
     uint64_t cost;
     if (!window_close(&w, &cost)) {
-        cs__give_back(dev, CS_MEM_CONTEXT, est);
+        cs__uncharge(dev, CS_MEM_CONTEXT, est);
         say_not_charged(dev);
         *charged = 0;
         return CUDA_SUCCESS;
     }
     /* Remembered even when refused: a retry is then refused on this size
-     * before the driver puts another unreserved context on the GPU. */
+     * before the driver puts another uncharged context on the GPU. */
     if (cost)
         last_cost[dev][further] = cost;
-    if (cs__adjust(dev, CS_MEM_CONTEXT, est, cost) != CUDA_SUCCESS) {
-        cs__give_back(dev, CS_MEM_CONTEXT, est);
+    if (cs__recharge(dev, CS_MEM_CONTEXT, est, cost) != CUDA_SUCCESS) {
+        cs__uncharge(dev, CS_MEM_CONTEXT, est);
         unmake_real(a, *out, was_active);
         *out = NULL;
         say_refused(dev, cost, false);
@@ -402,9 +402,9 @@ static CUresult make_measured(const struct ctx_call_args *a, CUcontext *out, boo
     return CUDA_SUCCESS;
 }
 
-/* Reserves an estimate (or, with none, takes the measure lock) and makes
+/* Charges an estimate (or, with none, takes the measure lock) and makes
  * the context on a device with a budget. ctx_mu held. */
-static CUresult make_admitted(const struct ctx_call_args *a, CUcontext *out, uint64_t *charged)
+static CUresult make_charged(const struct ctx_call_args *a, CUcontext *out, uint64_t *charged)
 {
     const int dev = a->dev;
     const bool further = has_context_on(dev);
@@ -414,7 +414,7 @@ static CUresult make_admitted(const struct ctx_call_args *a, CUcontext *out, uin
         measure_lock_take(&ml, dev);
         est = estimate(dev, further); /* someone may have measured while we waited */
     }
-    CUresult r = est ? cs__admit(dev, CS_MEM_CONTEXT, est) : CUDA_SUCCESS;
+    CUresult r = est ? cs__charge(dev, CS_MEM_CONTEXT, est) : CUDA_SUCCESS;
     if (r == CUDA_SUCCESS)
         r = make_measured(a, out, further, est, charged);
     else
@@ -425,7 +425,7 @@ static CUresult make_admitted(const struct ctx_call_args *a, CUcontext *out, uin
 
 /* Makes a context that is new on the GPU and enters it in the table.
  * ctx_mu held. */
-static CUresult admit_new(const struct ctx_call_args *a, CUcontext *out)
+static CUresult make_new(const struct ctx_call_args *a, CUcontext *out)
 {
     struct ctx_entry *e = free_entry();
     if (!e) {
@@ -435,7 +435,7 @@ static CUresult admit_new(const struct ctx_call_args *a, CUcontext *out)
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     uint64_t charged = 0;
-    CUresult r = cs__device_limit(a->dev) ? make_admitted(a, out, &charged)
+    CUresult r = cs__device_limit(a->dev) ? make_charged(a, out, &charged)
                                           : make_real_with_room(a, out, 0);
     if (r == CUDA_SUCCESS)
         record(e, *out, a->dev, a->call == CALL_RETAIN, charged);
@@ -444,10 +444,10 @@ static CUresult admit_new(const struct ctx_call_args *a, CUcontext *out)
 
 /* ---- a context goes ---------------------------------------------------------- */
 
-static void give_back_record(const struct cs_tracked *t, void *arg)
+static void uncharge_each(const struct cs_tracked *t, void *arg)
 {
     (void)arg;
-    cs__tracked_give_back(t);
+    cs__uncharge_tracked(t);
 }
 
 /* The records of what the driver frees with `ctx`, taken out before the
@@ -455,7 +455,7 @@ static void give_back_record(const struct cs_tracked *t, void *arg)
  * another context's allocation, whose record must not be mistaken for
  * these. A free racing with this (undefined behaviour by cuda.h) finds no
  * record and passes through; if the context then stays, its record comes
- * back and is given back when the context goes: an over-count meanwhile,
+ * back and is uncharged when the context goes: an over-count meanwhile,
  * never an under-count. */
 static void take_owned(CUcontext ctx, struct cs_track_batch *owned)
 {
@@ -466,10 +466,10 @@ static void take_owned(CUcontext ctx, struct cs_track_batch *owned)
  * everything in `owned`. */
 static void context_gone(CUcontext ctx, struct ctx_entry *e, struct cs_track_batch *owned)
 {
-    cs__track_batch_each(owned, give_back_record, NULL);
+    cs__track_batch_each(owned, uncharge_each, NULL);
     cs__track_batch_free(owned);
     if (e) {
-        cs__give_back(e->dev, CS_MEM_CONTEXT, e->charged);
+        cs__uncharge(e->dev, CS_MEM_CONTEXT, e->charged);
         memset(e, 0, sizeof *e);
     }
     cs__limiter_ctx_gone(ctx);
@@ -494,7 +494,7 @@ CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
         r = cs_real.cuDevicePrimaryCtxRetain(pctx, dev);
     } else {
         struct ctx_call_args a = {.call = CALL_RETAIN, .dev = dev};
-        r = admit_new(&a, pctx);
+        r = make_new(&a, pctx);
     }
     unlock_contexts();
     return r;
@@ -544,7 +544,7 @@ static CUresult create(const struct ctx_call_args *a, CUcontext *pctx)
     if (!pctx || !device_in_range(a->dev))
         return make_real(a, pctx);
     lock_contexts();
-    CUresult r = admit_new(a, pctx);
+    CUresult r = make_new(a, pctx);
     unlock_contexts();
     return r;
 }

@@ -3,8 +3,8 @@
  * graph with allocation nodes is launched and keeps it until
  * cuDeviceGraphMemTrim. Rule: adding an allocation node is refused when
  * its size alone would not fit the budget (early, clear error); the
- * device's graph reservation is charged after each launch (settled like a
- * pool) and given back as trims release it.
+ * device's graph reservation is charged after each launch (recharged like
+ * a pool) and uncharged as trims release it.
  */
 #include <pthread.h>
 #include <string.h>
@@ -17,7 +17,7 @@
 static pthread_mutex_t graph_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t graph_charged[CS_MAX_DEVICES]; /* guarded by graph_lock */
 
-static void settle_device(int dev)
+static void recharge_device(int dev)
 {
     cuuint64_t reserved = 0;
     CUdevice d;
@@ -28,9 +28,9 @@ static void settle_device(int dev)
         return;
     pthread_mutex_lock(&graph_lock);
     /* Graph memory is already resident when we see it grow. If the budget
-     * cannot take it, say so: the next launch or trim settles again. */
+     * cannot take it, say so: the next launch or trim recharges again. */
     if (reserved > graph_charged[dev]) {
-        if (cs__admit(dev, CS_MEM_GRAPH, reserved - graph_charged[dev]) == CUDA_SUCCESS)
+        if (cs__charge(dev, CS_MEM_GRAPH, reserved - graph_charged[dev]) == CUDA_SUCCESS)
             graph_charged[dev] = reserved;
         else
             cs_warn_capped(4, "mem",
@@ -38,7 +38,7 @@ static void settle_device(int dev)
                            "stays uncharged until a trim brings it back within the budget",
                            dev, (unsigned long long)reserved);
     } else if (reserved < graph_charged[dev]) {
-        cs__give_back(dev, CS_MEM_GRAPH, graph_charged[dev] - reserved);
+        cs__uncharge(dev, CS_MEM_GRAPH, graph_charged[dev] - reserved);
         graph_charged[dev] = reserved;
     }
     pthread_mutex_unlock(&graph_lock);
@@ -52,22 +52,22 @@ void cs__graph_atfork_child(void)
     memset(graph_charged, 0, sizeof graph_charged);
 }
 
-void cs__graph_settle(void)
+void cs__graph_recharge(void)
 {
     for (int d = 0; d < CS_MAX_DEVICES; d++)
         if (__atomic_load_n(&graph_charged[d], __ATOMIC_RELAXED))
-            settle_device(d);
+            recharge_device(d);
 }
 
 void cs__graph_after_launch(void)
 {
     int dev = cs__current_device();
     if (dev >= 0)
-        settle_device(dev);
+        recharge_device(dev);
 }
 
 /* Graph launches are launch paths (the limiter paces them) whose memory
- * nodes change what the device holds: settled after each launch. */
+ * nodes change what the device holds: recharged after each launch. */
 static CUresult graph_launched(CUresult r)
 {
     if (r == CUDA_SUCCESS)
@@ -105,6 +105,6 @@ CUresult CUDAAPI cuDeviceGraphMemTrim(CUdevice device)
     CS_ENTER(cuDeviceGraphMemTrim);
     CUresult r = cs_real.cuDeviceGraphMemTrim(device);
     if (r == CUDA_SUCCESS && device >= 0 && device < CS_MAX_DEVICES)
-        settle_device(device);
+        recharge_device(device);
     return r;
 }

@@ -3,10 +3,10 @@
  * size, which grows in chunks and shrinks when the driver releases memory
  * (at synchronisation, on trim, on destroy). Rule: each pool we allocate
  * from carries a charge equal to the reserved size we last saw; every
- * allocation reserves its size first (so growth can never overshoot),
- * then the charge is settled to the pool's new reserved size. Frees,
- * trims, destroys and refused admissions re-read the pools and give back
- * what the driver released. Graph memory (graph.c) follows the same rule
+ * allocation charges its size first (so growth can never overshoot),
+ * then the pool is recharged to its new reserved size. Frees, trims,
+ * destroys and refused charges re-read the pools and uncharge what the
+ * driver released. Graph memory (graph.c) follows the same rule
  * with the device's graph-memory reservation.
  */
 #include <pthread.h>
@@ -20,13 +20,13 @@
 /* Serialises charge updates of one process's pools so a read of the
  * reserved size and the charge it produces stay paired. Never held across
  * an allocation call. */
-static pthread_mutex_t settle_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t recharge_lock = PTHREAD_MUTEX_INITIALIZER;
 
 void cs__pools_atfork_child(void)
 {
     /* A parent thread may have held it at fork; the records it guards are
      * dropped with the rest of the parent's (cs__track_reset). */
-    cs__mutex_reset(&settle_lock);
+    cs__mutex_reset(&recharge_lock);
 }
 
 /* The driver forbids pool attribute reads to a thread in GLOBAL capture
@@ -43,25 +43,25 @@ static uint64_t pool_reserved(CUmemoryPool pool)
     return r == CUDA_SUCCESS ? v : UINT64_MAX;
 }
 
-/* Settles `pool`'s charge to its reserved size, using `hold` bytes already
- * reserved by the caller. CUDA_SUCCESS or OOM (charge unchanged, hold
- * given back). */
-static CUresult settle_pool(CUmemoryPool pool, int dev, uint64_t hold)
+/* Recharges `pool` to its reserved size, using `hold` bytes already
+ * charged by the caller. CUDA_SUCCESS or OOM (charge unchanged, hold
+ * uncharged). */
+static CUresult recharge_pool(CUmemoryPool pool, int dev, uint64_t hold)
 {
-    pthread_mutex_lock(&settle_lock);
+    pthread_mutex_lock(&recharge_lock);
     struct cs_tracked t = {.bytes = 0, .dev = dev, .cat = CS_MEM_POOL};
     cs__track_get(CS_TRACK_POOL, (uint64_t)(uintptr_t)pool, &t);
     uint64_t reserved = pool_reserved(pool);
     if (reserved == UINT64_MAX)
         reserved = t.bytes + hold; /* cannot ask: keep what we reserved */
-    CUresult r = cs__adjust(t.dev, CS_MEM_POOL, t.bytes + hold, reserved);
+    CUresult r = cs__recharge(t.dev, CS_MEM_POOL, t.bytes + hold, reserved);
     if (r == CUDA_SUCCESS) {
         t.bytes = reserved;
         cs__track_put(CS_TRACK_POOL, (uint64_t)(uintptr_t)pool, &t);
     } else {
-        cs__give_back(t.dev, CS_MEM_POOL, hold);
+        cs__uncharge(t.dev, CS_MEM_POOL, hold);
     }
-    pthread_mutex_unlock(&settle_lock);
+    pthread_mutex_unlock(&recharge_lock);
     return r;
 }
 
@@ -102,15 +102,15 @@ static CUresult alloc_async(alloc_async_fn fn_dev, alloc_pool_fn fn_pool, free_a
         pool = current_pool(dev);
     if (!dptr || bytesize == 0 || dev < 0 || !pool)
         return fn_pool ? fn_pool(dptr, bytesize, pool, s) : fn_dev(dptr, bytesize, s);
-    CUresult r = cs__admit(dev, CS_MEM_POOL, bytesize);
+    CUresult r = cs__charge(dev, CS_MEM_POOL, bytesize);
     if (r != CUDA_SUCCESS)
         return r;
     r = fn_pool ? fn_pool(dptr, bytesize, pool, s) : fn_dev(dptr, bytesize, s);
     if (r != CUDA_SUCCESS) {
-        cs__give_back(dev, CS_MEM_POOL, bytesize);
+        cs__uncharge(dev, CS_MEM_POOL, bytesize);
         return r;
     }
-    if (settle_pool(pool, dev, bytesize) != CUDA_SUCCESS) {
+    if (recharge_pool(pool, dev, bytesize) != CUDA_SUCCESS) {
         fn_free(*dptr, s);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
@@ -148,7 +148,7 @@ CUresult CUDAAPI cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize
 }
 
 /* A synchronous cuMemAlloc pointer freed with cuMemFreeAsync is ours to
- * give back; pool pointers only change the pool's reserved size later. */
+ * uncharge; pool pointers only change the pool's reserved size later. */
 struct free_async_call {
     free_async_fn fn;
     CUstream stream;
@@ -184,7 +184,7 @@ CUresult CUDAAPI cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
     CUresult r = cs_real.cuMemPoolTrimTo(pool, minBytesToKeep);
     struct cs_tracked t;
     if (r == CUDA_SUCCESS && cs__track_get(CS_TRACK_POOL, (uint64_t)(uintptr_t)pool, &t) == 0)
-        settle_pool(pool, t.dev, 0);
+        recharge_pool(pool, t.dev, 0);
     return r;
 }
 
@@ -193,9 +193,9 @@ CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool)
     CS_ENTER(cuMemPoolDestroy);
     CUresult r = cs_real.cuMemPoolDestroy(pool);
     if (r == CUDA_SUCCESS) {
-        pthread_mutex_lock(&settle_lock);
-        cs__uncommit(CS_TRACK_POOL, (uint64_t)(uintptr_t)pool);
-        pthread_mutex_unlock(&settle_lock);
+        pthread_mutex_lock(&recharge_lock);
+        cs__uncharge_record(CS_TRACK_POOL, (uint64_t)(uintptr_t)pool);
+        pthread_mutex_unlock(&recharge_lock);
     }
     return r;
 }
@@ -215,12 +215,11 @@ static void collect_pool(uint64_t key, struct cs_tracked *t, void *ctx)
     }
 }
 
-void cs__pools_settle(void)
+void cs__pools_recharge(void)
 {
     struct stale s = {.n = 0};
     cs__track_each(CS_TRACK_POOL, collect_pool, &s);
     for (int i = 0; i < s.n; i++)
-        settle_pool((CUmemoryPool)(uintptr_t)s.key[i], s.dev[i], 0);
-    cs__graph_settle();
-    cs__ledger_reap(cs__ledger());
+        recharge_pool((CUmemoryPool)(uintptr_t)s.key[i], s.dev[i], 0);
+    cs__graph_recharge();
 }

@@ -1,6 +1,6 @@
 /*
  * Process-private record of what each live allocation was charged, so a
- * free gives back exactly that. Keyed by (kind, handle): device pointers,
+ * free uncharges exactly that. Keyed by (kind, handle): device pointers,
  * arrays, VMM handles and external-memory objects live in different
  * namespaces. Each record also names the context that was current when it
  * was made, because the driver frees context-owned memory with its context

@@ -3,13 +3,13 @@
  * min(physical free, total - used), never below zero. Devices without a
  * budget show the driver's truth.
  *
- * `used` is read only after the ledger is settled: slots of dead processes
+ * `used` is read only after a reap (src/account): slots of dead processes
  * reaped and what they left beyond their slots healed (docs/ledger.md), so
  * that a framework sizing its pool from free memory is not handed the
  * charges of processes that are gone. cuDeviceTotalMem shows the budget,
- * which no charge changes, so it settles nothing.
+ * which no charge changes, so it reaps nothing.
  */
-#include "hami/hami.h"
+#include "account/account.h"
 #include "mem/admit.h"
 
 static uint64_t min_u64(uint64_t a, uint64_t b) { return a < b ? a : b; }
@@ -24,9 +24,8 @@ void cs__slice_view(int dev, uint64_t phys_total, uint64_t phys_free, uint64_t *
         return;
     }
     uint64_t t = min_u64(limit, phys_total);
-    cs__vmm_settle();
-    cs__ledger_reap(cs__ledger());
-    cs__hami_sync_all();
+    cs__vmm_take_over_unpaid();
+    cs__account_reap(cs__ledger());
     uint64_t used = cs__ledger_used(cs__ledger(), dev);
     *total = t;
     *free_out = min_u64(phys_free, used >= t ? 0 : t - used);

@@ -175,13 +175,13 @@ void cs__vmm_alloc_finish(struct vmm_alloc *a)
     if (a->share >= 0)
         cs__ledger_share_leave(cs__ledger(), a->share);
     else if (a->in_slot)
-        cs__give_back(a->dev, CS_MEM_VMM, a->bytes);
+        cs__uncharge(a->dev, CS_MEM_VMM, a->bytes);
     free(a);
 }
 
 /* Drops one reference; the last gives the charge (or our hold) back,
  * unless an exported descriptor still keeps the memory alive somewhere:
- * then the record stays, charged, until cs__vmm_settle finds every
+ * then the record stays, charged, until cs__vmm_take_over_unpaid finds every
  * exported description closed. */
 void cs__vmm_alloc_unref(struct vmm_alloc *a)
 {
@@ -285,7 +285,7 @@ CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
         prop->location.id < 0 || prop->location.id >= CS_MAX_DEVICES)
         return cs_real.cuMemCreate(handle, size, prop, flags);
     int dev = prop->location.id;
-    CUresult r = cs__admit(dev, CS_MEM_VMM, size);
+    CUresult r = cs__charge(dev, CS_MEM_VMM, size);
     if (r != CUDA_SUCCESS)
         return r;
     r = cs_real.cuMemCreate(handle, size, prop, flags);
@@ -293,7 +293,7 @@ CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
          r == CUDA_ERROR_OUT_OF_MEMORY && cs__park_make_room_for(size, &until) == 0;)
         r = cs_real.cuMemCreate(handle, size, prop, flags); /* idle tenants parked for it */
     if (r != CUDA_SUCCESS) {
-        cs__give_back(dev, CS_MEM_VMM, size);
+        cs__uncharge(dev, CS_MEM_VMM, size);
         return r;
     }
     pthread_mutex_lock(&cs__vmm_mu);
@@ -305,7 +305,7 @@ CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
     }
     pthread_mutex_unlock(&cs__vmm_mu);
     if (!ok) {
-        cs__give_back(dev, CS_MEM_VMM, size);
+        cs__uncharge(dev, CS_MEM_VMM, size);
         cs_real.cuMemRelease(*handle);
         cs_warn_capped(8, SUBSYS, "out of host memory for allocation records");
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -356,7 +356,7 @@ CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
             cs__vmm_size_known(h->a, (uint64_t)offset + size);
     } else if (h) {
         cs_warn_capped(8, SUBSYS, "out of host memory for a mapping record: its allocation "
-                       "may be given back while still mapped");
+                       "may be uncharged while still mapped");
     }
     pthread_mutex_unlock(&cs__vmm_mu);
     return r;
@@ -404,7 +404,7 @@ CUresult CUDAAPI cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handl
 /* ---- external memory ----------------------------------------------------------- */
 
 /* cuImportExternalMemory brings memory allocated outside CUDA (Vulkan,
- * D3D, NvSci) onto the device: charged at its declared size, given back
+ * D3D, NvSci) onto the device: charged at its declared size, uncharged
  * by cuDestroyExternalMemory. */
 CUresult CUDAAPI cuImportExternalMemory(CUexternalMemory *extMem_out,
                                         const CUDA_EXTERNAL_MEMORY_HANDLE_DESC *desc)
@@ -413,16 +413,16 @@ CUresult CUDAAPI cuImportExternalMemory(CUexternalMemory *extMem_out,
     int dev = cs__current_device();
     if (!extMem_out || !desc || desc->size == 0 || dev < 0)
         return cs_real.cuImportExternalMemory(extMem_out, desc);
-    CUresult r = cs__admit(dev, CS_MEM_EXTERNAL, desc->size);
+    CUresult r = cs__charge(dev, CS_MEM_EXTERNAL, desc->size);
     if (r != CUDA_SUCCESS)
         return r;
     r = cs_real.cuImportExternalMemory(extMem_out, desc);
     if (r != CUDA_SUCCESS) {
-        cs__give_back(dev, CS_MEM_EXTERNAL, desc->size);
+        cs__uncharge(dev, CS_MEM_EXTERNAL, desc->size);
         return r;
     }
-    if (cs__commit(CS_TRACK_EXTMEM, (uint64_t)(uintptr_t)*extMem_out, dev, CS_MEM_EXTERNAL,
-                   desc->size)) {
+    if (cs__record_charge(CS_TRACK_EXTMEM, (uint64_t)(uintptr_t)*extMem_out, dev, CS_MEM_EXTERNAL,
+                          desc->size)) {
         cs_real.cuDestroyExternalMemory(*extMem_out);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }

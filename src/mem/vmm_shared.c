@@ -40,9 +40,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "account/account.h"
 #include "core/log.h"
 #include "core/path.h"
-#include "hami/hami.h"
 
 #define SUBSYS "mem"
 
@@ -57,7 +57,7 @@ struct ipc_open {
 
 static struct ipc_open *ipcs;
 /* Records holding payer files, and records kept only by exported
- * descriptions: views and admissions look at them (cs__vmm_settle) only
+ * descriptions: views and admissions look at them (cs__vmm_take_over_unpaid) only
  * while there are any. */
 static int payer_allocs;
 static int fd_only_allocs;
@@ -185,7 +185,7 @@ static bool share_charged(int j)
 
 /* One allocation: pays if its tenant's share carries the bytes, else
  * takes the charge over when nobody pays. cs__vmm_mu held. */
-static void payer_settle(struct vmm_alloc *a)
+static void pay_or_take_over(struct vmm_alloc *a)
 {
     for (int k = 0; k < CS_LEDGER_SHARE_KEYS; k++) {
         int fd = a->payer_fd[k];
@@ -213,7 +213,7 @@ static void payer_settle(struct vmm_alloc *a)
     }
 }
 
-void cs__vmm_settle(void)
+void cs__vmm_take_over_unpaid(void)
 {
     if (!__atomic_load_n(&payer_allocs, __ATOMIC_RELAXED) &&
         !__atomic_load_n(&fd_only_allocs, __ATOMIC_RELAXED))
@@ -227,7 +227,7 @@ void cs__vmm_settle(void)
             cs__vmm_fd_only_changed(-1);
             cs__vmm_alloc_finish(a);
         } else if (has_payer(a)) {
-            payer_settle(a);
+            pay_or_take_over(a);
         }
     }
     pthread_mutex_unlock(&cs__vmm_mu);
@@ -287,7 +287,7 @@ static struct vmm_alloc *import_alloc(uint64_t key, int j, int dev, uint64_t byt
         cs__ledger_share_leave(cs__ledger(), j);
     if (a && fd >= 0) {
         payer_keep(a, key, fd);
-        payer_settle(a);
+        pay_or_take_over(a);
     } else if (fd >= 0) {
         cs__payer_close(share_dir(), key, fd);
     }
@@ -318,10 +318,9 @@ static void share_alloc(struct vmm_alloc *a, uint64_t key)
     if (a->share >= 0) {
         cs__ledger_share_add_key(cs__ledger(), a->share, key);
     } else if (a->in_slot) {
-        int j = cs__ledger_share_make(cs__ledger(), key, a->dev, CS_MEM_VMM, a->bytes, true);
+        int j = cs__account_share_from_slot(cs__ledger(), key, a->dev, CS_MEM_VMM, a->bytes);
         if (j < 0)
             return; /* the charge stays in our slot; it never moves to a share */
-        cs__hami_sync_slot(cs__ledger()->slot); /* our slot gave the bytes up */
         a->share = j;
         a->in_slot = false;
     } else {
@@ -490,9 +489,8 @@ CUresult CUDAAPI cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
         } else if (!t.share && t.bytes) {
             /* The charge moves from our slot into a share, held by a record
              * of ours until the allocation goes (cs__vmm_share_release). */
-            int j = cs__ledger_share_make(cs__ledger(), key, t.dev, t.cat, t.bytes, true);
+            int j = cs__account_share_from_slot(cs__ledger(), key, t.dev, t.cat, t.bytes);
             if (j >= 0) {
-                cs__hami_sync_slot(cs__ledger()->slot); /* our slot gave the bytes up */
                 t.share = j + 1;
                 cs__track_put(CS_TRACK_PTR, dptr, &t);
                 a = cs__vmm_alloc_new(t.dev, t.bytes, j, false);

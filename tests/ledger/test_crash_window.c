@@ -1,6 +1,6 @@
 /*
  * ledger_crash_window: a process killed between the two steps of a charge
- * (aggregate raised, slot not yet) or of a release (slot lowered, aggregate
+ * (aggregate raised, slot not yet) or of an uncharge (slot lowered, aggregate
  * not yet) leaves the aggregate over-counted. Reaping cannot find those
  * bytes (no slot holds them). Issue 13: they stayed counted for as long as
  * any process of the tenant lived (22-109 MiB after 74-87 kills). Now the
@@ -29,7 +29,7 @@ static pid_t die_in_window(struct cs_ledger *l, enum window w, int *slot)
         close(fds[0]);
         CHECK_EQ(cs__ledger_after_fork(l), 0);
         CHECK_EQ(cs__ledger_claim(l), 0);
-        CHECK_EQ(cs__ledger_reserve(l, 0, CS_MEM_DATA, 20 * MiB), 0);
+        CHECK_EQ(cs__ledger_charge(l, 0, CS_MEM_DATA, 20 * MiB), 0);
         if (w == CHARGE_HALF)
             __atomic_fetch_add(&l->hdr->dev[0].used, 30 * MiB, __ATOMIC_SEQ_CST);
         else
@@ -54,12 +54,12 @@ static pid_t live_holder(struct cs_ledger *l, uint64_t bytes, int *go_fd)
     int ready[2], go[2];
     pid_t pid = lt_helper_fork(l, ready, go);
     if (pid == 0) {
-        CHECK_EQ(cs__ledger_reserve(l, 0, CS_MEM_DATA, bytes), 0);
+        CHECK_EQ(cs__ledger_charge(l, 0, CS_MEM_DATA, bytes), 0);
         lt_write_full(ready[1], "r", 1);
         char c;
         cs_read_full(go[0], &c, 1, 60000);
         CHECK_EQ_U(cs__ledger_my_slot(l)->bytes[0][CS_MEM_DATA], bytes);
-        cs__ledger_release(l, 0, CS_MEM_DATA, bytes);
+        cs__ledger_uncharge(l, 0, CS_MEM_DATA, bytes);
         cs__ledger_leave(l);
         _exit(0);
     }
@@ -93,9 +93,9 @@ static void heal_while_live(struct cs_ledger *l, enum window w)
     CHECK(cs__ledger_slot_alive(l, l->slot));
     CHECK_EQ_U(cs__ledger_my_slot(l)->bytes[0][CS_MEM_DATA], 10 * MiB);
     /* Admission is exact again: the whole rest of the budget fits. */
-    CHECK_EQ(cs__ledger_reserve(l, 0, CS_MEM_DATA, LIMIT - 15 * MiB), 0);
-    CHECK_EQ(cs__ledger_reserve(l, 0, CS_MEM_DATA, 1), -ENOMEM);
-    cs__ledger_release(l, 0, CS_MEM_DATA, LIMIT - 15 * MiB);
+    CHECK_EQ(cs__ledger_charge(l, 0, CS_MEM_DATA, LIMIT - 15 * MiB), 0);
+    CHECK_EQ(cs__ledger_charge(l, 0, CS_MEM_DATA, 1), -ENOMEM);
+    cs__ledger_uncharge(l, 0, CS_MEM_DATA, LIMIT - 15 * MiB);
 
     /* The holder's charge was never touched: it releases it whole. */
     lt_write_full(go, "g", 1);
@@ -111,11 +111,11 @@ int main(void)
     struct cs_ledger l;
     CHECK_EQ(cs__ledger_open(path, &p, false, &l), 0);
     CHECK_EQ(cs__ledger_claim(&l), 0);
-    CHECK_EQ(cs__ledger_reserve(&l, 0, CS_MEM_DATA, 10 * MiB), 0);
+    CHECK_EQ(cs__ledger_charge(&l, 0, CS_MEM_DATA, 10 * MiB), 0);
 
     heal_while_live(&l, CHARGE_HALF);
     heal_while_live(&l, RELEASE_HALF);
-    cs__ledger_release(&l, 0, CS_MEM_DATA, 10 * MiB);
+    cs__ledger_uncharge(&l, 0, CS_MEM_DATA, 10 * MiB);
     cs__ledger_leave(&l);
     CHECK_EQ_U(cs__ledger_used(&l, 0), 0);
     CHECK_EQ_U(l.hdr->live, 0);
@@ -142,8 +142,8 @@ int main(void)
     CHECK_EQ_U(cs__ledger_used(&l, 0), 0);
     CHECK_EQ_U(l.hdr->live, 0);
     CHECK_EQ(cs__ledger_claim(&l), 0);
-    CHECK_EQ(cs__ledger_reserve(&l, 0, CS_MEM_DATA, LIMIT), 0);
-    cs__ledger_release(&l, 0, CS_MEM_DATA, LIMIT);
+    CHECK_EQ(cs__ledger_charge(&l, 0, CS_MEM_DATA, LIMIT), 0);
+    cs__ledger_uncharge(&l, 0, CS_MEM_DATA, LIMIT);
     cs__ledger_leave(&l);
     cs__ledger_close(&l);
     printf("ledger_crash_window: ok\n");

@@ -68,7 +68,7 @@ static void run(const char *name, bool named)
     double took = cs_ms_since(t0) / 1000;
     CHECK(l.created);
     CHECK_EQ(cs__ledger_claim(&l), 0);
-    CHECK_EQ(cs__ledger_reserve(&l, 0, CS_MEM_DATA, 1 * MiB), 0);
+    CHECK_EQ(cs__ledger_charge(&l, 0, CS_MEM_DATA, 1 * MiB), 0);
     CHECK(took < 1.0 * cs_test_scale());
     cs__ledger_leave(&l);
     cs__ledger_close(&l);

@@ -21,16 +21,16 @@ static void open_claimed(const char *path, struct cs_ledger *l)
     struct cs_ledger_params p = lt_params(LIMIT);
     CHECK_EQ(cs__ledger_open(path, &p, false, l), 0);
     CHECK_EQ(cs__ledger_claim(l), 0);
-    CHECK_EQ(cs__ledger_reserve(l, 0, CS_MEM_DATA, 1 * MiB), 0);
+    CHECK_EQ(cs__ledger_charge(l, 0, CS_MEM_DATA, 1 * MiB), 0);
 }
 
 /* After the damage: refused, once said, and everything else quiet. */
 static void expect_fail_closed(struct cs_ledger *l, const char *path, const char *what)
 {
     lt_capture_begin();
-    int r = cs__ledger_reserve(l, 0, CS_MEM_DATA, 1 * MiB);
-    int r2 = cs__ledger_reserve(l, 0, CS_MEM_DATA, 1);
-    cs__ledger_release(l, 0, CS_MEM_DATA, 1 * MiB);
+    int r = cs__ledger_charge(l, 0, CS_MEM_DATA, 1 * MiB);
+    int r2 = cs__ledger_charge(l, 0, CS_MEM_DATA, 1);
+    cs__ledger_uncharge(l, 0, CS_MEM_DATA, 1 * MiB);
     uint64_t used = cs__ledger_used(l, 0), limit = cs__ledger_limit(l, 0);
     int reaped = cs__ledger_reap(l);
     char *err = lt_capture_end();
@@ -116,8 +116,8 @@ static void garbled(void)
     /* Slots first: garbage there is undetectable, and must not crash. */
     for (off_t off = 4096; off < (off_t)CS_LEDGER_FILE_SIZE; off += sizeof junk)
         CHECK_EQ(pwrite(fd, junk, sizeof junk, off), (int64_t)sizeof junk);
-    cs__ledger_reserve(&l, 0, CS_MEM_DATA, 1);
-    cs__ledger_release(&l, 0, CS_MEM_DATA, 1);
+    cs__ledger_charge(&l, 0, CS_MEM_DATA, 1);
+    cs__ledger_uncharge(&l, 0, CS_MEM_DATA, 1);
     CHECK_EQ(pwrite(fd, junk, sizeof junk, 0), (int64_t)sizeof junk);
     close(fd);
     expect_fail_closed(&l, path, "was overwritten while in use");
@@ -140,10 +140,10 @@ static void *race_charges(void *arg)
     pthread_barrier_wait(r->go);
     int64_t deadline = cs_deadline_ns(30000);
     do {
-        r->last = cs__ledger_reserve(r->l, 0, CS_MEM_DATA, 1);
+        r->last = cs__ledger_charge(r->l, 0, CS_MEM_DATA, 1);
         if (r->last == -ENOTRECOVERABLE)
             break;
-        cs__ledger_release(r->l, 0, CS_MEM_DATA, 1);
+        cs__ledger_uncharge(r->l, 0, CS_MEM_DATA, 1);
     } while (cs_now_ns() < deadline);
     return NULL;
 }
@@ -166,7 +166,7 @@ static void truncated_under_threads(void)
     CHECK_EQ(truncate(path, 0), 0);
     for (int i = 0; i < 4; i++)
         pthread_join(t[i], NULL);
-    int after = cs__ledger_reserve(&l, 0, CS_MEM_DATA, 1);
+    int after = cs__ledger_charge(&l, 0, CS_MEM_DATA, 1);
     char *err = lt_capture_end();
     for (int i = 0; i < 4; i++)
         CHECK_EQ(r[i].last, -ENOTRECOVERABLE);

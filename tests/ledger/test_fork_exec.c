@@ -26,7 +26,7 @@ static int exec_helper(char **argv)
     CHECK_EQ(cs__ledger_claim(&l), 0);
     CHECK_NE(l.slot, parent_slot);
     CHECK(cs__ledger_slot_alive(&l, parent_slot));
-    CHECK_EQ(cs__ledger_reserve(&l, 0, CS_MEM_DATA, 3 * MiB), 0);
+    CHECK_EQ(cs__ledger_charge(&l, 0, CS_MEM_DATA, 3 * MiB), 0);
     CHECK_EQ(cs__ledger_reap(&l), 0);
     lt_write_full(out, &l.slot, sizeof l.slot);
     cs__ledger_leave(&l);
@@ -56,7 +56,7 @@ int main(int argc, char **argv)
     struct cs_ledger l;
     CHECK_EQ(cs__ledger_open(path, &p, false, &l), 0);
     CHECK_EQ(cs__ledger_claim(&l), 0);
-    CHECK_EQ(cs__ledger_reserve(&l, 0, CS_MEM_DATA, 10 * MiB), 0);
+    CHECK_EQ(cs__ledger_charge(&l, 0, CS_MEM_DATA, 10 * MiB), 0);
     const int parent_slot = l.slot;
 
     /* Child A: refuses before after_fork; then its own slot. */
@@ -64,14 +64,14 @@ int main(int argc, char **argv)
     CHECK(pid >= 0);
     if (pid == 0) {
         CHECK_EQ(cs__ledger_reap(&l), -ECHILD);
-        CHECK_EQ(cs__ledger_reserve(&l, 0, CS_MEM_DATA, 1 * MiB), -ECHILD);
+        CHECK_EQ(cs__ledger_charge(&l, 0, CS_MEM_DATA, 1 * MiB), -ECHILD);
         CHECK_EQ(cs__ledger_claim(&l), -ECHILD);
         CHECK_EQ(cs__ledger_after_fork(&l), 0);
         CHECK_EQ(l.slot, -1);
         CHECK_EQ(cs__ledger_claim(&l), 0);
         CHECK_NE(l.slot, parent_slot);
         CHECK(cs__ledger_slot_alive(&l, parent_slot));
-        CHECK_EQ(cs__ledger_reserve(&l, 0, CS_MEM_DATA, 5 * MiB), 0);
+        CHECK_EQ(cs__ledger_charge(&l, 0, CS_MEM_DATA, 5 * MiB), 0);
         CHECK_EQ_U(cs__ledger_used(&l, 0), 15 * MiB);
         CHECK_EQ(cs__ledger_reap(&l), 0);
         cs__ledger_leave(&l);
@@ -120,7 +120,7 @@ int main(int argc, char **argv)
         CHECK_EQ(cs__ledger_claim(&l), 0);
         CHECK_NE(l.slot, parent_slot);
         CHECK(cs__ledger_slot_alive(&l, parent_slot));
-        CHECK_EQ(cs__ledger_reserve(&l, 0, CS_MEM_DATA, 2 * MiB), 0);
+        CHECK_EQ(cs__ledger_charge(&l, 0, CS_MEM_DATA, 2 * MiB), 0);
         CHECK_EQ_U(cs__ledger_used(&l, 0), 12 * MiB);
         cs__ledger_leave(&l);
         cs__ledger_close(&l);
@@ -153,7 +153,7 @@ int main(int argc, char **argv)
     check_parent(&l, 10 * MiB);
     CHECK_EQ(cs__ledger_slot(&l, child_slot)->state, CS_SLOT_FREE);
 
-    cs__ledger_release(&l, 0, CS_MEM_DATA, 10 * MiB);
+    cs__ledger_uncharge(&l, 0, CS_MEM_DATA, 10 * MiB);
     cs__ledger_leave(&l);
     CHECK_EQ_U(l.hdr->live, 0);
     CHECK_EQ_U(cs__ledger_used(&l, 0), 0);

@@ -1,7 +1,7 @@
 /*
  * ledger_heal_safety: the heal returns only what no process holds. A live
  * process stopped half-way through a charge (aggregate raised, slot not
- * yet) or a release (slot lowered, aggregate not yet) looks, by the
+ * yet) or an uncharge (slot lowered, aggregate not yet) looks, by the
  * numbers, exactly like one that died there; its announcement (pending,
  * op_seq) is what tells them apart, and the heal must leave its bytes
  * alone however long it stays stopped. The same half-done charge of a
@@ -12,9 +12,9 @@
 #define LIMIT (100 * MiB)
 #define N (30 * MiB)
 
-enum step { CHARGE, RELEASE };
+enum step { CHARGE, UNCHARGE };
 
-/* Stops after the first half of a charge or release of N bytes, done the
+/* Stops after the first half of a charge or uncharge of N bytes, done the
  * way account.c does it, reports, then finishes it when told (or is
  * killed). */
 static pid_t stop_half_way(struct cs_ledger *l, enum step what, int *go_fd)
@@ -24,8 +24,8 @@ static pid_t stop_half_way(struct cs_ledger *l, enum step what, int *go_fd)
     if (pid == 0) {
         struct cs_ledger_slot *s = cs__ledger_my_slot(l);
         uint64_t *used = &l->hdr->dev[0].used;
-        if (what == RELEASE)
-            CHECK_EQ(cs__ledger_reserve(l, 0, CS_MEM_DATA, N), 0);
+        if (what == UNCHARGE)
+            CHECK_EQ(cs__ledger_charge(l, 0, CS_MEM_DATA, N), 0);
         cs__ledger_announce(s, 0, N);
         if (what == CHARGE)
             __atomic_fetch_add(used, N, __ATOMIC_SEQ_CST);
@@ -40,7 +40,7 @@ static pid_t stop_half_way(struct cs_ledger *l, enum step what, int *go_fd)
             __atomic_fetch_sub(used, N, __ATOMIC_SEQ_CST);
         cs__ledger_withdraw(s, 0, N);
         if (what == CHARGE)
-            cs__ledger_release(l, 0, CS_MEM_DATA, N);
+            cs__ledger_uncharge(l, 0, CS_MEM_DATA, N);
         CHECK_EQ_U(s->bytes[0][CS_MEM_DATA], 0);
         cs__ledger_leave(l);
         _exit(0);
@@ -68,7 +68,7 @@ static void heal_leaves_it_alone(struct cs_ledger *l, uint64_t expect_used)
     free(err);
     CHECK_EQ_U(cs__ledger_used(l, 0), expect_used);
     /* Nor is the budget open to others beyond it. */
-    CHECK_EQ(cs__ledger_reserve(l, 0, CS_MEM_DATA, LIMIT - expect_used + 1), -ENOMEM);
+    CHECK_EQ(cs__ledger_charge(l, 0, CS_MEM_DATA, LIMIT - expect_used + 1), -ENOMEM);
 }
 
 static void live_half_way(struct cs_ledger *l, enum step what)
@@ -105,13 +105,13 @@ int main(void)
     struct cs_ledger l;
     CHECK_EQ(cs__ledger_open(lt_path("safety"), &p, false, &l), 0);
     CHECK_EQ(cs__ledger_claim(&l), 0);
-    CHECK_EQ(cs__ledger_reserve(&l, 0, CS_MEM_DATA, 10 * MiB), 0);
+    CHECK_EQ(cs__ledger_charge(&l, 0, CS_MEM_DATA, 10 * MiB), 0);
 
     live_half_way(&l, CHARGE);
-    live_half_way(&l, RELEASE);
+    live_half_way(&l, UNCHARGE);
     dead_half_way(&l);
 
-    cs__ledger_release(&l, 0, CS_MEM_DATA, 10 * MiB);
+    cs__ledger_uncharge(&l, 0, CS_MEM_DATA, 10 * MiB);
     cs__ledger_leave(&l);
     CHECK_EQ_U(cs__ledger_used(&l, 0), 0);
     cs__ledger_close(&l);

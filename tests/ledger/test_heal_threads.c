@@ -1,9 +1,9 @@
 /*
- * ledger_heal_threads: threads charge and release through one slot while
+ * ledger_heal_threads: threads charge and uncharge through one slot while
  * another thread reaps and heals without pause, and the main thread leaves
  * over-counts behind every so often, as dead processes would. Whatever the
  * scheduler does, the heal must never take a byte the workers hold or have
- * in flight (a later release would find the aggregate short: checked by
+ * in flight (a later uncharge would find the aggregate short: checked by
  * its warning), and in the end it must have returned exactly what was left
  * behind, no more, no less. Runs under TSan (label tsan): no forks here.
  */
@@ -30,11 +30,11 @@ static void *worker(void *arg)
         int k = (int)((rng >> 8) & 1);
         enum cs_mem_category cat = k ? CS_MEM_POOL : CS_MEM_DATA;
         if (held[k]) {
-            cs__ledger_release(&g, 0, cat, held[k]);
+            cs__ledger_uncharge(&g, 0, cat, held[k]);
             held[k] = 0;
         } else {
             uint64_t sz = (1 + (rng >> 16) % 16) * MiB;
-            CHECK_EQ(cs__ledger_reserve(&g, 0, cat, sz), 0);
+            CHECK_EQ(cs__ledger_charge(&g, 0, cat, sz), 0);
             held[k] = sz;
         }
         __atomic_fetch_add(&progress, 1, __ATOMIC_RELAXED);
@@ -43,7 +43,7 @@ static void *worker(void *arg)
     }
     for (int k = 0; k < 2; k++)
         if (held[k])
-            cs__ledger_release(&g, 0, k ? CS_MEM_POOL : CS_MEM_DATA, held[k]);
+            cs__ledger_uncharge(&g, 0, k ? CS_MEM_POOL : CS_MEM_DATA, held[k]);
     __atomic_fetch_add(&workers_done, 1, __ATOMIC_SEQ_CST);
     return NULL;
 }
@@ -102,7 +102,7 @@ int main(void)
     /* Quiet now: one more reap returns whatever is still left over. */
     CHECK_EQ(cs__ledger_reap(&g), 0);
     char *err = lt_capture_end();
-    CHECK(strstr(err, "short on release") == NULL);
+    CHECK(strstr(err, "short on uncharge") == NULL);
     int heals;
     CHECK_EQ_U(returned_in(err, &heals), left);
     CHECK_EQ_U(cs__ledger_used(&g, 0), 0);

@@ -18,7 +18,7 @@ static pid_t child(struct cs_ledger *l, uint64_t bytes, bool stay, int *slot)
         close(fds[0]);
         CHECK_EQ(cs__ledger_after_fork(l), 0);
         CHECK_EQ(cs__ledger_claim(l), 0);
-        CHECK_EQ(cs__ledger_reserve(l, 0, CS_MEM_DATA, bytes), 0);
+        CHECK_EQ(cs__ledger_charge(l, 0, CS_MEM_DATA, bytes), 0);
         lt_write_full(fds[1], &l->slot, sizeof l->slot);
         if (!stay)
             _exit(0);

@@ -1,6 +1,6 @@
 /*
- * ledger_race_budget: two processes race 1000 reserve/release steps each
- * against a small limit. After every successful reserve the shared
+ * ledger_race_budget: two processes race 1000 charge/uncharge steps each
+ * against a small limit. After every successful charge the shared
  * aggregate is at most the limit; at the end peak <= limit and every byte
  * came back. That they competed is not left to the scheduler: each first
  * holds a BASE, a start gate releases the steps only once both bases are
@@ -28,7 +28,7 @@ static void racer(const char *path, int seed, int res_fd)
     struct cs_ledger l;
     CHECK_EQ(cs__ledger_open(path, &p, false, &l), 0);
     CHECK_EQ(cs__ledger_claim(&l), 0);
-    CHECK_EQ(cs__ledger_reserve(&l, 0, CS_MEM_DATA, BASE), 0);
+    CHECK_EQ(cs__ledger_charge(&l, 0, CS_MEM_DATA, BASE), 0);
     cs_gate_arrive(&start);
 
     unsigned rng = (unsigned)seed * 2654435761u + 1;
@@ -38,12 +38,12 @@ static void racer(const char *path, int seed, int res_fd)
         rng = rng * 1103515245u + 12345u;
         int k = (int)((rng >> 8) % HOLD);
         if (held[k]) {
-            cs__ledger_release(&l, 0, CS_MEM_DATA, held[k]);
+            cs__ledger_uncharge(&l, 0, CS_MEM_DATA, held[k]);
             held[k] = 0;
             continue;
         }
         uint64_t sz = (1 + (rng >> 16) % 24) * MiB;
-        int r = cs__ledger_reserve(&l, 0, CS_MEM_DATA, sz);
+        int r = cs__ledger_charge(&l, 0, CS_MEM_DATA, sz);
         if (r == 0) {
             held[k] = sz;
             res.ok++;
@@ -56,10 +56,10 @@ static void racer(const char *path, int seed, int res_fd)
     }
     for (int k = 0; k < HOLD; k++)
         if (held[k])
-            cs__ledger_release(&l, 0, CS_MEM_DATA, held[k]);
+            cs__ledger_uncharge(&l, 0, CS_MEM_DATA, held[k]);
     lt_write_full(res_fd, &res, sizeof res);
     cs_gate_arrive(&finish);
-    cs__ledger_release(&l, 0, CS_MEM_DATA, BASE);
+    cs__ledger_uncharge(&l, 0, CS_MEM_DATA, BASE);
     CHECK_EQ_U(cs__ledger_my_slot(&l)->bytes[0][CS_MEM_DATA], 0);
     cs__ledger_leave(&l);
     cs__ledger_close(&l);

@@ -33,7 +33,7 @@ static void kill_a_crowd(struct cs_ledger *l, uint64_t window)
             close(ready[0]);
             CHECK_EQ(cs__ledger_after_fork(l), 0);
             CHECK_EQ(cs__ledger_claim(l), 0);
-            CHECK_EQ(cs__ledger_reserve(l, 0, CS_MEM_DATA, EACH), 0);
+            CHECK_EQ(cs__ledger_charge(l, 0, CS_MEM_DATA, EACH), 0);
             lt_write_full(ready[1], "r", 1);
             for (;;)
                 pause();
@@ -68,11 +68,11 @@ static pid_t holder(struct cs_ledger *l, int *go_fd)
     int ready[2], go[2];
     pid_t pid = lt_helper_fork(l, ready, go);
     if (pid == 0) {
-        CHECK_EQ(cs__ledger_reserve(l, 0, CS_MEM_DATA, 100 * MiB), 0);
+        CHECK_EQ(cs__ledger_charge(l, 0, CS_MEM_DATA, 100 * MiB), 0);
         lt_write_full(ready[1], "r", 1);
         char c;
         cs_read_full(go[0], &c, 1, 120000);
-        cs__ledger_release(l, 0, CS_MEM_DATA, 100 * MiB);
+        cs__ledger_uncharge(l, 0, CS_MEM_DATA, 100 * MiB);
         cs__ledger_leave(l);
         _exit(0);
     }
@@ -92,7 +92,7 @@ static void claim_on_a_dead_slot(struct cs_ledger *l)
     pid_t pid = lt_helper_fork(l, ready, go);
     if (pid == 0) {
         CHECK_EQ(l->slot, idx);
-        CHECK_EQ(cs__ledger_reserve(l, 0, CS_MEM_DATA, EACH), 0);
+        CHECK_EQ(cs__ledger_charge(l, 0, CS_MEM_DATA, EACH), 0);
         lt_write_full(ready[1], "r", 1);
         for (;;)
             pause();
@@ -151,8 +151,8 @@ int main(void)
     CHECK_EQ_U(l.hdr->reaped, 2 * DEAD);
     CHECK_EQ_U(l.hdr->live, 2);
     CHECK_EQ_U(cs__ledger_used(&l, 0), 100 * MiB);
-    CHECK_EQ(cs__ledger_reserve(&l, 0, CS_MEM_DATA, LIMIT - 100 * MiB), 0);
-    cs__ledger_release(&l, 0, CS_MEM_DATA, LIMIT - 100 * MiB);
+    CHECK_EQ(cs__ledger_charge(&l, 0, CS_MEM_DATA, LIMIT - 100 * MiB), 0);
+    cs__ledger_uncharge(&l, 0, CS_MEM_DATA, LIMIT - 100 * MiB);
 
     lt_write_full(go, "g", 1);
     close(go);

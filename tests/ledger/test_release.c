@@ -14,7 +14,7 @@ int main(void)
     CHECK_EQ(cs__ledger_open(path, &p, false, &l), 0);
 
     /* Not claimed: nothing can be charged. */
-    CHECK_EQ(cs__ledger_reserve(&l, 0, CS_MEM_DATA, 1), -ENOTCONN);
+    CHECK_EQ(cs__ledger_charge(&l, 0, CS_MEM_DATA, 1), -ENOTCONN);
     CHECK_EQ(cs__ledger_claim(&l), 0);
 
     /* Another process holds 1000 bytes. */
@@ -26,11 +26,11 @@ int main(void)
         close(go[1]);
         CHECK_EQ(cs__ledger_after_fork(&l), 0);
         CHECK_EQ(cs__ledger_claim(&l), 0);
-        CHECK_EQ(cs__ledger_reserve(&l, 0, CS_MEM_DATA, 1000), 0);
+        CHECK_EQ(cs__ledger_charge(&l, 0, CS_MEM_DATA, 1000), 0);
         char c = 'r';
         lt_write_full(fds[1], &c, 1);
         CHECK_EQ(read(go[0], &c, 1), 0);
-        cs__ledger_release(&l, 0, CS_MEM_DATA, 1000);
+        cs__ledger_uncharge(&l, 0, CS_MEM_DATA, 1000);
         cs__ledger_leave(&l);
         _exit(0);
     }
@@ -38,12 +38,12 @@ int main(void)
     char c;
     cs_read_full(fds[0], &c, 1, 10000);
 
-    CHECK_EQ(cs__ledger_reserve(&l, 0, CS_MEM_DATA, 100), 0);
+    CHECK_EQ(cs__ledger_charge(&l, 0, CS_MEM_DATA, 100), 0);
     CHECK_EQ_U(cs__ledger_used(&l, 0), 1100);
     lt_capture_begin();
-    cs__ledger_release(&l, 0, CS_MEM_DATA, 150);
+    cs__ledger_uncharge(&l, 0, CS_MEM_DATA, 150);
     char *err = lt_capture_end();
-    CHECK_CONTAINS(err, "release of 150 bytes on device 0 (data) exceeds the 100 charged");
+    CHECK_CONTAINS(err, "uncharge of 150 bytes on device 0 (data) exceeds the 100 charged");
     CHECK_EQ(lt_count_lines(err), 1);
     free(err);
     CHECK_EQ_U(cs__ledger_my_slot(&l)->bytes[0][CS_MEM_DATA], 0);
@@ -52,7 +52,7 @@ int main(void)
     /* A category never charged; repeated: warnings are capped. */
     lt_capture_begin();
     for (int i = 0; i < 100; i++)
-        cs__ledger_release(&l, 0, CS_MEM_POOL, 1ull << 40);
+        cs__ledger_uncharge(&l, 0, CS_MEM_POOL, 1ull << 40);
     err = lt_capture_end();
     CHECK_LE(lt_count_lines(err), 8);
     free(err);
@@ -60,20 +60,20 @@ int main(void)
     CHECK_EQ_U(cs__ledger_my_slot(&l)->bytes[0][CS_MEM_POOL], 0);
 
     /* Bad device or category: refused, nothing charged or returned. */
-    CHECK_EQ(cs__ledger_reserve(&l, -1, CS_MEM_DATA, 1), -EINVAL);
-    CHECK_EQ(cs__ledger_reserve(&l, CS_MAX_DEVICES, CS_MEM_DATA, 1), -EINVAL);
-    CHECK_EQ(cs__ledger_reserve(&l, 0, (enum cs_mem_category)CS_MEM_NCATEGORIES, 1), -EINVAL);
+    CHECK_EQ(cs__ledger_charge(&l, -1, CS_MEM_DATA, 1), -EINVAL);
+    CHECK_EQ(cs__ledger_charge(&l, CS_MAX_DEVICES, CS_MEM_DATA, 1), -EINVAL);
+    CHECK_EQ(cs__ledger_charge(&l, 0, (enum cs_mem_category)CS_MEM_NCATEGORIES, 1), -EINVAL);
     lt_capture_begin();
-    cs__ledger_release(&l, CS_MAX_DEVICES, CS_MEM_DATA, 1);
+    cs__ledger_uncharge(&l, CS_MAX_DEVICES, CS_MEM_DATA, 1);
     err = lt_capture_end();
     free(err);
     CHECK_EQ_U(cs__ledger_used(&l, 0), 1000);
     CHECK_EQ_U(cs__ledger_used(&l, CS_MAX_DEVICES), 0);
 
     /* Overflow guard (no limit on this device). */
-    CHECK_EQ(cs__ledger_reserve(&l, 0, CS_MEM_DATA, UINT64_MAX), -EOVERFLOW);
+    CHECK_EQ(cs__ledger_charge(&l, 0, CS_MEM_DATA, UINT64_MAX), -EOVERFLOW);
     CHECK_EQ_U(cs__ledger_used(&l, 0), 1000);
-    CHECK_EQ(cs__ledger_reserve(&l, 0, CS_MEM_DATA, 0), 0);
+    CHECK_EQ(cs__ledger_charge(&l, 0, CS_MEM_DATA, 0), 0);
     CHECK_EQ_U(cs__ledger_used(&l, 0), 1000);
 
     close(go[1]);

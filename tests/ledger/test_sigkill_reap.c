@@ -1,9 +1,12 @@
 /*
  * ledger_sigkill_reap: a process SIGKILLed while holding bytes is detected
- * by its free slot lock; the next reserve that needs those bytes reaps it
- * and succeeds; a slot is reaped exactly once, even by racing reapers.
+ * by its free slot lock; one attempt of the ledger is refused while its
+ * bytes count, the next charge (src/account) that needs them reaps it and
+ * succeeds; a slot is reaped exactly once, even by racing reapers.
  */
 #include "ledger_test.h"
+
+#include "account/account.h"
 
 #define LIMIT (100 * MiB)
 
@@ -19,8 +22,8 @@ static pid_t spawn_holder(struct cs_ledger *l, uint64_t data, uint64_t ctx, int 
         close(fds[0]);
         CHECK_EQ(cs__ledger_after_fork(l), 0);
         CHECK_EQ(cs__ledger_claim(l), 0);
-        CHECK_EQ(cs__ledger_reserve(l, 0, CS_MEM_DATA, data), 0);
-        CHECK_EQ(cs__ledger_reserve(l, 0, CS_MEM_CONTEXT, ctx), 0);
+        CHECK_EQ(cs__ledger_charge(l, 0, CS_MEM_DATA, data), 0);
+        CHECK_EQ(cs__ledger_charge(l, 0, CS_MEM_CONTEXT, ctx), 0);
         lt_write_full(fds[1], &l->slot, sizeof l->slot);
         for (;;)
             pause();
@@ -53,10 +56,10 @@ int main(void)
     CHECK_EQ_U(l.hdr->live, 2);
     CHECK(cs__ledger_slot_alive(&l, victim));
     CHECK(cs__ledger_slot_alive(&l, l.slot));
-    /* The holder is alive: a reap takes nothing and a reserve that needs
+    /* The holder is alive: a reap takes nothing and a charge that needs
      * its bytes is refused (with nothing charged). */
     CHECK_EQ(cs__ledger_reap(&l), 0);
-    CHECK_EQ(cs__ledger_reserve(&l, 0, CS_MEM_DATA, 50 * MiB), -ENOMEM);
+    CHECK_EQ(cs__ledger_charge(&l, 0, CS_MEM_DATA, 50 * MiB), -ENOMEM);
     CHECK_EQ_U(cs__ledger_used(&l, 0), 90 * MiB);
 
     kill_and_wait(pid);
@@ -65,8 +68,12 @@ int main(void)
     CHECK(!cs__ledger_slot_alive(&l, victim));
     CHECK_EQ_U(cs__ledger_used(&l, 0), 90 * MiB);
 
-    /* The reserve that needs the dead bytes reaps, then succeeds. */
-    CHECK_EQ(cs__ledger_reserve(&l, 0, CS_MEM_DATA, 50 * MiB), 0);
+    /* One attempt of the ledger is refused: the dead bytes still count. */
+    CHECK_EQ(cs__ledger_charge(&l, 0, CS_MEM_DATA, 50 * MiB), -ENOMEM);
+    CHECK_EQ_U(l.hdr->reaped, 0);
+    CHECK_EQ_U(cs__ledger_used(&l, 0), 90 * MiB);
+    /* The charge that needs the dead bytes reaps, then succeeds. */
+    CHECK_EQ(cs__account_charge(&l, 0, CS_MEM_DATA, 50 * MiB, NULL), 0);
     CHECK_EQ_U(l.hdr->reaped, 1);
     CHECK_EQ_U(l.hdr->live, 1);
     CHECK_EQ_U(cs__ledger_used(&l, 0), 50 * MiB);
@@ -116,7 +123,7 @@ int main(void)
     CHECK_EQ_U(cs__ledger_used(&l, 0), 50 * MiB);
     CHECK_EQ_U(l.hdr->live, 1);
 
-    cs__ledger_release(&l, 0, CS_MEM_DATA, 50 * MiB);
+    cs__ledger_uncharge(&l, 0, CS_MEM_DATA, 50 * MiB);
     cs__ledger_leave(&l);
     cs__ledger_leave(&l); /* idempotent */
     CHECK_EQ_U(l.hdr->live, 0);

@@ -90,7 +90,7 @@ static const char *craft(void)
     if (pid == 0) {
         CHECK_EQ(cs__ledger_after_fork(&l), 0);
         CHECK_EQ(cs__ledger_claim(&l), 0);
-        CHECK_EQ(cs__ledger_reserve(&l, 0, CS_MEM_DATA, 8 * MiB), 0);
+        CHECK_EQ(cs__ledger_charge(&l, 0, CS_MEM_DATA, 8 * MiB), 0);
         lt_write_full(fds[1], &l.slot, sizeof l.slot);
         _exit(0);
     }
@@ -98,9 +98,9 @@ static const char *craft(void)
     cs_wait_ok(pid, 10000);
     CHECK_EQ(cs__ledger_slot(&l, dead_slot)->state, CS_SLOT_LIVE);
 
-    CHECK_EQ(cs__ledger_reserve(&l, 0, CS_MEM_DATA, 256 * MiB), 0);
-    CHECK_EQ(cs__ledger_reserve(&l, 0, CS_MEM_CONTEXT, 64 * MiB), 0);
-    CHECK_EQ(cs__ledger_reserve(&l, 1, CS_MEM_VMM, 16 * MiB), 0);
+    CHECK_EQ(cs__ledger_charge(&l, 0, CS_MEM_DATA, 256 * MiB), 0);
+    CHECK_EQ(cs__ledger_charge(&l, 0, CS_MEM_CONTEXT, 64 * MiB), 0);
+    CHECK_EQ(cs__ledger_charge(&l, 1, CS_MEM_VMM, 16 * MiB), 0);
     /* Tier 0 answered after the broker failed with ENOENT; 3 lock waits. */
     CHECK_EQ(cs__ledger_set_identity(&l, 424242, CS_IDENTITY_NVML_NS, ENOENT), 0);
     __atomic_store_n(&cs__ledger_my_slot(&l)->lock_waits, 3, __ATOMIC_RELAXED);

@@ -1,5 +1,5 @@
 /*
- * ledger_threads: threads of one process charge and release concurrently
+ * ledger_threads: threads of one process charge and uncharge concurrently
  * through one slot (and trigger reaps on refusal) against a small limit:
  * the aggregate never exceeds the limit and every byte comes back. Runs
  * under TSan (label tsan): no forks here. The main thread holds all but
@@ -31,11 +31,11 @@ static void *worker(void *arg)
         int k = (int)((rng >> 8) % 3);
         enum cs_mem_category cat = k == 0 ? CS_MEM_DATA : k == 1 ? CS_MEM_POOL : CS_MEM_VMM;
         if (held[k]) {
-            cs__ledger_release(&g, 0, cat, held[k]);
+            cs__ledger_uncharge(&g, 0, cat, held[k]);
             held[k] = 0;
         } else {
             uint64_t sz = (1 + (rng >> 16) % 8) * MiB;
-            int r = cs__ledger_reserve(&g, 0, cat, sz);
+            int r = cs__ledger_charge(&g, 0, cat, sz);
             if (r == 0)
                 held[k] = sz;
             else
@@ -46,8 +46,8 @@ static void *worker(void *arg)
     }
     for (int k = 0; k < 3; k++)
         if (held[k])
-            cs__ledger_release(&g, 0, k == 0 ? CS_MEM_DATA : k == 1 ? CS_MEM_POOL : CS_MEM_VMM,
-                               held[k]);
+            cs__ledger_uncharge(&g, 0, k == 0 ? CS_MEM_DATA : k == 1 ? CS_MEM_POOL : CS_MEM_VMM,
+                                held[k]);
     __atomic_fetch_add(&refused_total, refused, __ATOMIC_RELAXED);
     return NULL;
 }
@@ -57,7 +57,7 @@ int main(void)
     struct cs_ledger_params p = lt_params(LIMIT);
     CHECK_EQ(cs__ledger_open(lt_path("threads"), &p, false, &g), 0);
     CHECK_EQ(cs__ledger_claim(&g), 0);
-    CHECK_EQ(cs__ledger_reserve(&g, 0, CS_MEM_DATA, LIMIT - 8 * MiB), 0);
+    CHECK_EQ(cs__ledger_charge(&g, 0, CS_MEM_DATA, LIMIT - 8 * MiB), 0);
     pthread_t t[THREADS];
     CHECK(pthread_barrier_init(&start, NULL, THREADS) == 0);
     for (int i = 0; i < THREADS; i++)
@@ -66,7 +66,7 @@ int main(void)
         pthread_join(t[i], NULL);
     pthread_barrier_destroy(&start);
     CHECK_EQ_U(cs__ledger_used(&g, 0), LIMIT - 8 * MiB);
-    cs__ledger_release(&g, 0, CS_MEM_DATA, LIMIT - 8 * MiB);
+    cs__ledger_uncharge(&g, 0, CS_MEM_DATA, LIMIT - 8 * MiB);
     CHECK_EQ_U(cs__ledger_used(&g, 0), 0);
     CHECK_LE_U(g.hdr->dev[0].peak, LIMIT);
     CHECK_GT(refused_total, 0);

@@ -148,7 +148,7 @@ static const struct fork_case {
     {"init_setup", "slot.c", "slot_mu", FRESH, OP_INIT},
     {"contexts", "ctx.c", "ctx_mu", INITED, OP_RETAIN},
     {"track", "track.c", "stripes", CONTEXT, OP_ALLOC},
-    {"pools", "pool.c", "settle_lock", CONTEXT, OP_ALLOC_ASYNC},
+    {"pools", "pool.c", "recharge_lock", CONTEXT, OP_ALLOC_ASYNC},
     {"graph", "graph.c", "graph_lock", CONTEXT, OP_TRIM},
     {"slots", "slot.c", "slot_mu", CONTEXT, OP_REFUSED},
     {"shares", "share.c", "share_mu", CONTEXT, OP_REFUSED}, /* the reap sweeps shares */

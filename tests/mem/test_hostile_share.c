@@ -84,10 +84,10 @@ static CUmemGenericAllocationHandle import_map(int fd, uint64_t bytes, CUdevicep
     return h;
 }
 
-static uint64_t settled_used(struct cs_ledger_header *L)
+static uint64_t used_after_view(struct cs_ledger_header *L)
 {
     size_t f, t;
-    OK(cuMemGetInfo_v2(&f, &t)); /* a view settles first */
+    OK(cuMemGetInfo_v2(&f, &t)); /* a view reaps first */
     return ledger_used(L, 0);
 }
 
@@ -95,7 +95,7 @@ static uint64_t settled_used(struct cs_ledger_header *L)
  * but the tenant's VMM memory is on the fake device: contexts are free). */
 static void never_under(struct fakecuda_state *S, struct cs_ledger_header *L, const char *step)
 {
-    uint64_t led = settled_used(L), dev = fakecuda_load(&S->dev[0].used);
+    uint64_t led = used_after_view(L), dev = fakecuda_load(&S->dev[0].used);
     printf("%s: ledger %llu MiB, device %llu MiB\n", step, (unsigned long long)(led / MiB),
            (unsigned long long)(dev / MiB));
     CHECK_GE(led, dev);
@@ -110,9 +110,9 @@ static int fd_keeps(void)
     OK(create_export_release(HALF_GIB, &fds[0]));
     OK(create_export_release(HALF_GIB, &fds[1]));
     printf("two rounds: ledger %llu MiB, device %llu MiB\n",
-           (unsigned long long)(settled_used(L) / MiB),
+           (unsigned long long)(used_after_view(L) / MiB),
            (unsigned long long)(fakecuda_load(&S->dev[0].used) / MiB));
-    CHECK_EQ_U(settled_used(L), 2 * HALF_GIB);
+    CHECK_EQ_U(used_after_view(L), 2 * HALF_GIB);
     CHECK_EQ_U(fakecuda_load(&S->dev[0].used), 2 * HALF_GIB);
     CHECK_EQ(create_export_release(HALF_GIB, &fds[2]), CUDA_ERROR_OUT_OF_MEMORY);
     /* Re-imported and mapped, the memory is charged at least once. */
@@ -124,11 +124,11 @@ static int fd_keeps(void)
     OK(cuMemAddressFree(va, HALF_GIB));
     close(fds[0]);
     close(fds[1]);
-    CHECK_EQ_U(settled_used(L), 0);
+    CHECK_EQ_U(used_after_view(L), 0);
     CHECK_EQ_U(fakecuda_load(&S->dev[0].used), 0);
     OK(create_export_release(HALF_GIB, &fds[2]));
     close(fds[2]);
-    CHECK_EQ_U(settled_used(L), 0);
+    CHECK_EQ_U(used_after_view(L), 0);
     return 0;
 }
 
@@ -314,7 +314,7 @@ static int forged(char **attacker_argv, bool as_user)
     CHECK_EQ_U(fakecuda_load(&S->dev[0].used), HALF_GIB);
     OK(cuMemUnmap(va, HALF_GIB));
     OK(cuMemRelease(h));
-    CHECK_EQ_U(settled_used(L), 0);
+    CHECK_EQ_U(used_after_view(L), 0);
     return 0;
 }
 
@@ -497,8 +497,8 @@ static int pod_payer(void)
     CUmemGenericAllocationHandle h = import_map(yfd, HALF_GIB, &va);
     close(yfd);
     printf("tenant B maps A's 512 MiB, standing by: ledger %llu MiB\n",
-           (unsigned long long)(settled_used(L) / MiB));
-    CHECK_EQ_U(settled_used(L), 0); /* A pays: the case this test is about */
+           (unsigned long long)(used_after_view(L) / MiB));
+    CHECK_EQ_U(used_after_view(L), 0); /* A pays: the case this test is about */
     int to;
     pid_t holder = start_pod_holder(dir, &to);
     CHECK_EQ(write(sock, "x", 1), 1);
@@ -507,13 +507,13 @@ static int pod_payer(void)
     CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     never_under(S, L, "A exited while a root pod holds the paying byte");
     CHECK_EQ_U(fakecuda_load(&S->dev[0].used), HALF_GIB);
-    CHECK_EQ_U(settled_used(L), HALF_GIB);
+    CHECK_EQ_U(used_after_view(L), HALF_GIB);
     close(to);
     CHECK_EQ(waitpid(holder, &st, 0), holder);
     CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     OK(cuMemUnmap(va, HALF_GIB));
     OK(cuMemRelease(h));
-    CHECK_EQ_U(settled_used(L), 0);
+    CHECK_EQ_U(used_after_view(L), 0);
     return 0;
 }
 

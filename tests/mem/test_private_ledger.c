@@ -251,7 +251,7 @@ static pid_t plant(const char *name, enum holder_end end, char *path, size_t len
             CHECK(fcntl(l.fd, F_OFD_SETLK, &fl) == 0);
         } else {
             CHECK_EQ(cs__ledger_claim(&l), 0);
-            CHECK_EQ(cs__ledger_reserve(&l, 0, CS_MEM_DATA, 8 * MiB), 0);
+            CHECK_EQ(cs__ledger_charge(&l, 0, CS_MEM_DATA, 8 * MiB), 0);
         }
         lt_write_full(fds[1], "r", 1);
         if (end == DIE)
