@@ -50,8 +50,7 @@ static uint64_t budgets_on(const struct cs_node_model *m, int g)
                 m->gpu[g].nvml_index == d && t->devinfo[d].physical_total)
                 at = g;
             if (at == g)
-                sum += t->devinfo[d].limit && t->devinfo[d].limit < card ? t->devinfo[d].limit
-                                                                          : card;
+                sum += cs__park_budget_on_card(t->devinfo[d].limit, card);
         }
     }
     return sum;
@@ -86,13 +85,13 @@ int cs_cli_check_node_budgets(const struct cs_config *cfg)
         uint64_t mine = cs__config_mem_limit(cfg, k), sum = budgets_on(m, g);
         if (cs__park_budget_admits(sum, mine, card, cfg->park_pct))
             continue;
+        uint64_t counted = cs__park_budget_on_card(mine, card);
         fprintf(stderr, "cushare: run: GPU %d (%s): the tenants' budgets would sum to "
                 "%.1f GiB with this one's %.1f GiB, more than CUSHARE_PARK=%u %% of its "
                 "%.1f GiB; give a smaller --mem, wait for a tenant to end, or raise "
                 "CUSHARE_PARK (docs/parking.md)\n",
                 m->gpu[g].nvml_index, m->gpu[g].uuid,
-                (double)(sum + (mine && mine < card ? mine : card)) / (1 << 30),
-                (double)(mine && mine < card ? mine : card) / (1 << 30), cfg->park_pct,
+                (double)(sum + counted) / (1 << 30), (double)counted / (1 << 30), cfg->park_pct,
                 (double)card / (1 << 30));
         rc = CS_EXIT_FAIL;
     }

@@ -118,11 +118,16 @@ bool cs__park_host_fits(uint64_t bytes, uint64_t mem_available, uint64_t cg_limi
     return room >= reserve && bytes <= room - reserve;
 }
 
+uint64_t cs__park_budget_on_card(uint64_t budget, uint64_t card)
+{
+    return budget && budget < card ? budget : card;
+}
+
 bool cs__park_budget_admits(uint64_t sum, uint64_t budget, uint64_t card, uint32_t pct)
 {
     if (!pct)
         pct = 100;
-    uint64_t b = budget && budget < card ? budget : card;
+    uint64_t b = cs__park_budget_on_card(budget, card);
     /* card * pct / 100 without overflow for any card below 2^57 bytes. */
     uint64_t cap = card / 100 * pct + card % 100 * pct / 100;
     return sum <= cap && b <= cap - sum;

@@ -59,6 +59,10 @@ bool cs__park_host_fits(uint64_t bytes, uint64_t mem_available, uint64_t cg_limi
  * Budgets of 0 (no limit) count as the whole card. */
 bool cs__park_budget_admits(uint64_t sum, uint64_t budget, uint64_t card, uint32_t pct);
 
+/* What a budget counts for against a card: itself, or the whole card when
+ * it is 0 (no limit) or larger. */
+uint64_t cs__park_budget_on_card(uint64_t budget, uint64_t card);
+
 /* Bytes that must come free on the GPU for `want` more to fit, with
  * `free_now` free: 0 when it fits already. */
 uint64_t cs__park_need(uint64_t want, uint64_t free_now);
