@@ -116,7 +116,8 @@ def main(out, fake, tenants, bursts, probe_mib):
     ratio = p99(wake) / p99(drv) if wake and drv and p99(drv) > 0 else float("nan")
     text = (f"{probe_mib} MiB tenant: wake p99 {p99(wake):.1f} ms over {len(wake)} wakes; the "
             f"driver's restore+unlock of a plain process of that size p99 {p99(drv):.1f} ms over "
-            f"{len(drv)}: {ratio:.2f}x (target <= 1.2x)")
+            f"{len(drv)}: {ratio:.2f}x (target <= 1.2x); medians {median(wake):.1f} vs "
+            f"{median(drv):.1f} ms")
     if fake:
         verdict("wake_vs_driver", bool(wake and drv), text + " (FAKE=1: not judged)", judged=False)
     else:

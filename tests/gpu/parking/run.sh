@@ -15,7 +15,7 @@
 # status.jsonl, smi.csv, node.jsonl (the node view every 2 s during the
 # tenants' phase), tenants/ (each tenant's output and errors). Exit 0 when
 # every verdict PASSes. Knobs (env): TENANTS 8, BUDGET 24g, BALLAST_GIB 16,
-# BURSTS 3, GAP_S "3 10", PROBE_MIB 8192, CYCLES 4, CUSHARE_PARK 150,
+# BURSTS 3, GAP_S "3 10", PROBE_MIB 8192, CYCLES 8, CUSHARE_PARK 150,
 # IDLE_MS 2000, TENANT_S 330 (each tenant's time limit), PHASES
 # "reference driver cushare tenants" (a subset re-runs part: the report
 # judges what it finds), BUILD build.
@@ -51,7 +51,7 @@ TENANTS=${TENANTS:-8}
 BUDGET=${BUDGET:-24g}
 BURSTS=${BURSTS:-3}
 PROBE_MIB=${PROBE_MIB:-8192}
-CYCLES=${CYCLES:-4}
+CYCLES=${CYCLES:-8}
 export CUSHARE_PARK=${CUSHARE_PARK:-150}
 if [ "$FAKE" = 1 ]; then
     export LD_LIBRARY_PATH=$B/fakecuda PATH=$ROOT/tests/gpu/selftest/bin:$PATH
@@ -129,38 +129,52 @@ else
 fi
 fi
 
-# ---- 2. the driver's own park and wake of a plain process ---------------
-if want driver; then
-echo "== driver alone: $PROBE_MIB MiB, $CYCLES cycles [$(date +%T)]"
-start_hold bare "$PROBE_MIB"
-BARE=$HOLD_PID
-timeout 120 "$W/ckpt_ctl" "$HOLD_PID" "$CYCLES" | tee "$OUT/bare.txt"
-echo "bare data after the cycles: $(ask bare v)"
-quit_hold bare "$BARE"
-fi
-
-# ---- 3. the same size under cushare -------------------------------------
+# ---- 2. the driver's own park and wake beside cushare's -----------------
+# A plain PROBE_MIB process cycled by the driver's checkpoint API alone
+# (ckpt_ctl, no cushare) and the same size under cushare (parked by
+# `cushare park`, woken by its next call), their cycles alternated so that
+# whatever drifts on the host (page cache, clocks, other tenants' leftovers)
+# weighs on both alike.
 PL=$W/probe.ledger
+if want driver || want cushare; then
+echo "== $PROBE_MIB MiB, $CYCLES cycles: driver alone ($(want driver && echo on || echo off))," \
+     "under cushare ($(want cushare && echo on || echo off)) [$(date +%T)]"
+if want driver; then
+    start_hold bare "$PROBE_MIB"
+    BARE=$HOLD_PID
+fi
 if want cushare; then
-echo "== under cushare: $PROBE_MIB MiB, parked by \`cushare park\`, woken by its next call [$(date +%T)]"
-start_hold probe "$PROBE_MIB" LD_PRELOAD="$LIB" CUDA_DEVICE_MEMORY_LIMIT="$BUDGET" \
-    CUDA_DEVICE_MEMORY_SHARED_CACHE="$PL"
-PROBE=$HOLD_PID
-ask probe t > /dev/null
+    start_hold probe "$PROBE_MIB" LD_PRELOAD="$LIB" CUDA_DEVICE_MEMORY_LIMIT="$BUDGET" \
+        CUDA_DEVICE_MEMORY_SHARED_CACHE="$PL"
+    PROBE=$HOLD_PID
+    ask probe t > /dev/null
+fi
 for i in $(seq "$CYCLES"); do
-    "$CLI" park "$PL" || echo "parking: cycle $i: park failed"
-    echo "park_ms $(park_field "$PL" last_park_ns | awk '{ printf "%.3f", $1 / 1e6 }')" >> "$OUT/probe.txt"
-    t=$(ask probe t)
-    echo "wake_ms $(echo "$t" | awk '{ printf "%.3f", $2 / 1e3 }')" >> "$OUT/probe.txt"
-    echo "wake_ledger_ms $(park_field "$PL" last_wake_ns | awk '{ printf "%.3f", $1 / 1e6 }')" \
-        >> "$OUT/probe.txt"
+    if want driver; then
+        timeout 120 "$W/ckpt_ctl" "$BARE" 1 | sed "s/^cycle 0 /cycle $((i - 1)) /" >> "$OUT/bare.txt"
+    fi
+    if want cushare; then
+        "$CLI" park "$PL" || echo "parking: cycle $i: park failed"
+        echo "park_ms $(park_field "$PL" last_park_ns | awk '{ printf "%.3f", $1 / 1e6 }')" >> "$OUT/probe.txt"
+        t=$(ask probe t)
+        echo "wake_ms $(echo "$t" | awk '{ printf "%.3f", $2 / 1e3 }')" >> "$OUT/probe.txt"
+        echo "wake_ledger_ms $(park_field "$PL" last_wake_ns | awk '{ printf "%.3f", $1 / 1e6 }')" \
+            >> "$OUT/probe.txt"
+    fi
 done
-cat "$OUT/probe.txt"
-echo "probe data after the cycles: $(ask probe v)"
-quit_hold probe "$PROBE"
+if want driver; then
+    cat "$OUT/bare.txt"
+    echo "bare data after the cycles: $(ask bare v)"
+    quit_hold bare "$BARE"
+fi
+if want cushare; then
+    cat "$OUT/probe.txt"
+    echo "probe data after the cycles: $(ask probe v)"
+    quit_hold probe "$PROBE"
+fi
 fi
 
-# ---- 4. more tenants than the card holds --------------------------------
+# ---- 3. more tenants than the card holds --------------------------------
 if want tenants; then
 ( while :; do "$CLI" status --json 2>/dev/null; sleep 2; done ) > "$OUT/node.jsonl" &
 NODE=$!
@@ -200,6 +214,6 @@ fi
 kill "$SMI" 2>/dev/null
 SMI=
 
-# ---- 5. verdicts ----------------------------------------------------------
+# ---- 4. verdicts ----------------------------------------------------------
 echo "== summary ($OUT/summary.txt) [$(date +%T)]"
 python3 "$HERE/report.py" "$OUT" "$FAKE" "$TENANTS" "$BURSTS" "$PROBE_MIB"
