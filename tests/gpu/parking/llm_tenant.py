@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A bursty inference tenant for tests/gpu/parking/run.sh: a transformers
-LlamaForCausalLM built from a LlamaConfig (~0.85 B parameters, the config of
-tests/gpu/workloads/hf_llama.py), weights seeded (the same in every tenant),
+LlamaForCausalLM built from a LlamaConfig (~0.85 B parameters, built by
+tests/gpu/workloads/llama.py), weights seeded (the same in every tenant),
 bf16, nothing downloaded; plus a ballast tensor of --ballast-gib GiB with a
 known pattern (the KV caches and activations of a bigger deployment).
 
@@ -23,8 +23,8 @@ import random
 import sys
 import time
 
-for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HUB_DISABLE_TELEMETRY"):
-    os.environ[k] = "1"
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "workloads"))
+import llama  # noqa: E402
 
 NEW = 32
 
@@ -40,27 +40,7 @@ def gap(seed, burst, a, b):
 
 def build():
     import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
-    cfg = LlamaConfig(vocab_size=32000, hidden_size=2048, intermediate_size=5632,
-                      num_hidden_layers=16, num_attention_heads=32, num_key_value_heads=8,
-                      max_position_embeddings=2048, tie_word_embeddings=False)
-    torch.manual_seed(0)
-    prev = torch.get_default_dtype()
-    torch.set_default_dtype(torch.bfloat16)
-    try:
-        with torch.device("cuda"):
-            model = LlamaForCausalLM(cfg)
-    finally:
-        torch.set_default_dtype(prev)
-    model = model.to(device="cuda", dtype=torch.bfloat16)
-    gen = torch.Generator(device="cuda").manual_seed(0)
-    with torch.no_grad():
-        for _, p in sorted(model.named_parameters()):
-            if p.dim() >= 2:
-                p.normal_(0.0, 0.02, generator=gen)
-            else:
-                p.fill_(1.0)
-    model.eval()
+    model = llama.build()
     if hasattr(getattr(model, "generation_config", None), "disable_compile"):
         model.generation_config.disable_compile = True
     torch.cuda.synchronize()

@@ -13,9 +13,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
-
-for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HUB_DISABLE_TELEMETRY"):
-    os.environ[k] = "1"
+import llama  # noqa: E402
 
 # 16 fixed token ids; none is the config's EOS (2), so nothing stops early.
 PROMPT = [1, 450, 4996, 17354, 1701, 29916, 432, 17204, 975, 278, 17366, 11203, 29889, 13, 1576,
@@ -28,30 +26,9 @@ def main():
                                                  p.add_argument("--compile", action="store_true")))
     import torch
     import transformers
-    from transformers import LlamaConfig, LlamaForCausalLM
     free, total = torch.cuda.mem_get_info()
     common.view(total, free)
-    cfg = LlamaConfig(vocab_size=32000, hidden_size=2048, intermediate_size=5632,
-                      num_hidden_layers=16, num_attention_heads=32, num_key_value_heads=8,
-                      max_position_embeddings=2048, tie_word_embeddings=False)
-    torch.manual_seed(0)
-    prev = torch.get_default_dtype()
-    torch.set_default_dtype(torch.bfloat16)
-    try:
-        with torch.device("cuda"):
-            model = LlamaForCausalLM(cfg)
-    finally:
-        torch.set_default_dtype(prev)
-    model = model.to(device="cuda", dtype=torch.bfloat16)  # whatever transformers did
-    # Our own seeded init, whatever transformers' init does or skips.
-    gen = torch.Generator(device="cuda").manual_seed(0)
-    with torch.no_grad():
-        for _, p in sorted(model.named_parameters()):
-            if p.dim() >= 2:
-                p.normal_(0.0, 0.02, generator=gen)
-            else:
-                p.fill_(1.0)
-    model.eval()
+    model = llama.build()
     n = sum(p.numel() for p in model.parameters())
     common.note(f"transformers {transformers.__version__}, {n / 1e9:.2f} B params, "
                 f"{'static' if args.static else 'dynamic'} cache")
