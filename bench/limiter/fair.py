@@ -27,7 +27,8 @@ Every tenant is a warm process (--serve, timing.py): all of them are set
 up at once, then each measures one window per configuration and
 repetition it takes part in, so a model is loaded once per run. Between
 windows the GPU rests --settle seconds, so the board and NVML forget the
-tenants of the previous window before the next one starts.
+tenants of the previous window before the next one starts. --fresh starts each window's tenants for it
+instead (slow: to check that the idle tenants change nothing).
 
 A workload is a command that takes --secs S --warmup W --serve and then
 answers timing.serve's requests with "RESULT ... rate=R ..." (p99_ms=Q
@@ -77,6 +78,9 @@ def parse(argv=None):
     p.add_argument("--start-delay", type=float, default=0.2,
                    help="seconds between asking the tenants of a window and their common start")
     p.add_argument("--setup-timeout", type=float, default=300)
+    p.add_argument("--fresh", action="store_true",
+                   help="start the tenants of each window for it (no idle tenants beside it; "
+                        "each window pays the set-up)")
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--slack", type=float, default=0.03)
     p.add_argument("--budget", type=float, default=0,
@@ -224,25 +228,33 @@ def main(argv=None):
     kinds = sorted({w for m in mixes.values() for w, _ in m[0]})
     say(f"fair-share benchmark: {a.reps} repetitions, {a.secs} s measured after {a.warmup} s, "
         f"{a.settle} s rest between windows, configurations alternated; medians (min..max)")
-    # Every tenant of every window, started now and set up together.
-    tenants = {}
-    try:
-        for w in kinds:
-            tenants[("alone", w)] = [Tenant(a, f"alone {w}", w, 100, "alone", log, log_lock)]
-        for m, (ts, _, configs) in mixes.items():
-            for c in configs:
-                tenants[(m, c)] = [Tenant(a, f"{m} {c} {i}:{w}@{lim}", w, lim, c, log, log_lock)
-                                   for i, (w, lim) in enumerate(ts)]
+    def spawn(key):
+        m, c = key
+        if m == "alone":
+            return [Tenant(a, f"alone {c}", c, 100, "alone", log, log_lock)]
+        return [Tenant(a, f"{m} {c} {i}:{w}@{lim}", w, lim, c, log, log_lock)
+                for i, (w, lim) in enumerate(mixes[m][0])]
+
+    def ready(groups):
         deadline = time.monotonic() + a.setup_timeout
-        for group in tenants.values():
+        for group in groups:
             for t in group:
                 t.expect("READY", deadline)
+
+    jobs = [("alone", w) for w in kinds] + [(m, c) for m in mixes for c in mixes[m][2]]
+    # Warm: every tenant of every window, started now and set up together;
+    # --fresh: the tenants of each window only, started for it.
+    tenants = {}
+    alone = {w: [] for w in kinds}
+    got = {m: {c: [] for c in mixes[m][2]} for m in mixes}
+    done = 0
+    try:
+        if not a.fresh:
+            for key in jobs:
+                tenants[key] = spawn(key)
+            ready(tenants.values())
         setup_s = time.monotonic() - t_start
         say(f"{sum(len(g) for g in tenants.values())} tenants set up in {setup_s:.0f} s")
-        alone = {w: [] for w in kinds}
-        got = {m: {c: [] for c in mixes[m][2]} for m in mixes}
-        jobs = list(tenants)
-        done = 0
         for rep in range(a.reps):
             spent = time.monotonic() - t_start
             per_rep = (spent - setup_s) / done if done else 0
@@ -251,12 +263,20 @@ def main(argv=None):
                       file=sys.stderr)
                 break
             k = (rep * len(jobs)) // a.reps
-            for m, c in jobs[k:] + jobs[:k]:
+            for key in jobs[k:] + jobs[:k]:
+                m, c = key
                 print(f"rep {rep + 1}/{a.reps}: {m} {c}", file=sys.stderr, flush=True)
+                if a.fresh:
+                    tenants[key] = spawn(key)
+                    ready([tenants[key]])
+                result = window(a, tenants[key], gpu=m == "alone")
+                if a.fresh:
+                    for t in tenants.pop(key):
+                        t.stop()
                 if m == "alone":
-                    alone[c].append(window(a, tenants[(m, c)], gpu=True)[0])
+                    alone[c].append(result[0])
                 else:
-                    got[m][c].append(window(a, tenants[(m, c)]))
+                    got[m][c].append(result)
             done += 1
     finally:
         for group in tenants.values():

@@ -26,7 +26,8 @@ import argparse
 
 import torch
 
-from timing import add_serve_arg, add_timing_args, limiter_note, measure, serve, wait_for_start
+from timing import (add_serve_arg, add_timing_args, gpu_ms_per_step, limiter_note, measure,
+                    serve, wait_for_start)
 
 
 def capture(layers=4, width=2048, batch_size=8, stamps=None):
@@ -55,19 +56,8 @@ def capture(layers=4, width=2048, batch_size=8, stamps=None):
 
 
 def gpu_us_per_replay(replay, n=100, tries=20):
-    """GPU microseconds per replay queued back to back: the least of `tries`
-    batches of n timed by CUDA events (a batch the limiter paused or the
-    GPU switched away from only takes longer)."""
-    best = float("inf")
-    for _ in range(tries):
-        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        begin.record()
-        for _ in range(n):
-            replay()
-        end.record()
-        end.synchronize()
-        best = min(best, begin.elapsed_time(end) * 1000 / n)
-    return best
+    """GPU microseconds per replay queued back to back (timing.gpu_ms_per_step)."""
+    return gpu_ms_per_step(replay, torch.cuda.synchronize, n, tries) * 1000
 
 
 def main():

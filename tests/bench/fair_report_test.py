@@ -233,6 +233,14 @@ def test_fair_end_to_end():
           and "worst 90.0 %" in out, "fair.py: the worst repetition decides")
 
 
+def test_fair_fresh():
+    # --fresh starts each window's tenants for it: the stubs then answer
+    # their first row, so every repetition reads repetition 1's rates.
+    rc, out, csv = run_fair(table_decode_hog([97, 54, 96]), ["decode+hog"], ["--fresh"])
+    check(rc == 0 and csv.count("\n") == 1 + 3 * 3 * 2,
+          f"fair.py --fresh: every window with tenants of its own: exit {rc}\n{out}")
+
+
 def test_fair_tenant_failure():
     t = table_decode_hog([97] * 3)
     del t["decode+hog default 1:hog@75"]   # its stub dies on setup (KeyError)

@@ -35,7 +35,8 @@
 # windows), BUDGET (seconds of fair.py; 420 / 330 for the parts, 0 = none), MIXES
 # ("a,b": mix names above), SWEEP ("hog2048,hog4096,hog,hog16384"; "" for
 # none), FAIR_FORCE=0 (leave out the force runs), NODE_TRACE=1 (node.jsonl:
-# the node view every 0.5 s).
+# the node view every 0.5 s), FRESH=1 (start each window's tenants for it
+# instead of warm ones: slow, to check that idle tenants change nothing).
 # Everything lands in $OUT: summary.txt (PASS/FAIL, the verdict per target
 # as the acceptance words it, the tables), fair-bench.txt (tables and
 # verdicts), fair-bench.csv (every window), fair-bench.log (every tenant's
@@ -118,7 +119,7 @@ rc=0
 if [ ${#A[@]} -gt 0 ]; then
     python3 "$ROOT/bench/limiter/fair.py" --cushare "$BUILD/cushare" "${W[@]}" "${A[@]}" \
         --reps "$REPS" --secs "$SECS" --warmup "$WARMUP" --settle "$SETTLE" \
-        --budget "$BUDGET" --out "$OUT"
+        --budget "$BUDGET" --out "$OUT" ${FRESH:+--fresh}
     rc=$?
 fi
 [ -n "${TRACE:-}" ] && kill "$TRACE" 2>/dev/null
