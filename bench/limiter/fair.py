@@ -38,8 +38,8 @@ and step_p99_ms too for a decode workload, kernel_ms when asked).
             [--sweep HOG] ... [--secs S] [--warmup W] [--settle S] [--reps R]
             [--budget S] [--out DIR] [--slack F]
 
-Exit status: 0 every target met, 1 a target missed (or a tenant failed),
-2 usage error.
+Exit status: 0 every target met, 1 a target missed, 2 usage error, 3 a
+tenant failed (named on stderr; its output is in fair-bench.log).
 """
 import argparse
 import os
@@ -130,6 +130,10 @@ def sweep_mix(a, hog):
     return "decode+hog" if hog == "hog" and "decode+hog" in a.mix else f"priority sweep {hog}"
 
 
+class TenantFailed(Exception):
+    """A tenant died, said ERROR or did not answer in time: no verdict."""
+
+
 class Tenant:
     """One warm workload process: its output is read by a thread (so a
     chatty library never fills the pipe), logged, and its READY / RESULT /
@@ -164,12 +168,11 @@ class Tenant:
         try:
             line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
         except queue.Empty:
-            raise SystemExit(f"fair.py: {self.label}: no {word} in time; see fair-bench.log")
+            raise TenantFailed(f"{self.label}: no {word} in time")
         if line is None:
-            raise SystemExit(f"fair.py: {self.label}: exited ({self.proc.wait()}) before {word}; "
-                             "see fair-bench.log")
+            raise TenantFailed(f"{self.label}: exited ({self.proc.wait()}) before {word}")
         if not line.startswith(word):
-            raise SystemExit(f"fair.py: {self.label}: {line.strip()}")
+            raise TenantFailed(f"{self.label}: {line.strip()}")
         return line
 
     def ask(self, start_ns, warmup, secs, gpu):
@@ -335,4 +338,8 @@ def finish(a, say, mixes, alone, got, done, took):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except TenantFailed as e:
+        print(f"fair.py: {e}; see fair-bench.log", file=sys.stderr)
+        sys.exit(3)

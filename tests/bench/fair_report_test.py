@@ -245,7 +245,7 @@ def test_fair_tenant_failure():
     t = table_decode_hog([97] * 3)
     del t["decode+hog default 1:hog@75"]   # its stub dies on setup (KeyError)
     rc, out, _ = run_fair(t, ["decode+hog"])
-    check(rc == 1 and "decode+hog default 1:hog@75: exited" in out,
+    check(rc == 3 and "decode+hog default 1:hog@75: exited" in out,
           f"fair.py: a tenant that dies is named and fails the run: exit {rc}\n{out}")
 
 

@@ -40,7 +40,8 @@
 # Everything lands in $OUT: summary.txt (PASS/FAIL, the verdict per target
 # as the acceptance words it, the tables), fair-bench.txt (tables and
 # verdicts), fair-bench.csv (every window), fair-bench.log (every tenant's
-# output), overhead.txt (PART=2: launch cost and start-up), nvidia-smi.txt.
+# output), progress.txt (fair.py's progress and errors), overhead.txt
+# (PART=2: launch cost and start-up), nvidia-smi.txt.
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
 ROOT=$PWD
@@ -119,7 +120,7 @@ rc=0
 if [ ${#A[@]} -gt 0 ]; then
     python3 "$ROOT/bench/limiter/fair.py" --cushare "$BUILD/cushare" "${W[@]}" "${A[@]}" \
         --reps "$REPS" --secs "$SECS" --warmup "$WARMUP" --settle "$SETTLE" \
-        --budget "$BUDGET" --out "$OUT" ${FRESH:+--fresh}
+        --budget "$BUDGET" --out "$OUT" ${FRESH:+--fresh} 2> >(tee "$OUT/progress.txt" >&2)
     rc=$?
 fi
 [ -n "${TRACE:-}" ] && kill "$TRACE" 2>/dev/null
@@ -181,7 +182,9 @@ fi
 {
     if [ $rc -eq 0 ]; then echo "PASS: fair-share targets met${PART:+ (part $PART)}"
     elif [ $rc -eq 1 ]; then echo "FAIL: fair-share targets missed${PART:+ (part $PART)}"
+    elif [ $rc -eq 3 ]; then echo "FAIL: a tenant failed, no verdict (fair-bench.log has its output)"
     else echo "FAIL: fair.py exited $rc (see fair-bench.log)"; fi
+    grep -E '^fair.py: ' "$OUT/progress.txt" 2>/dev/null
     sed -n '/^== targets/,/^$/p' "$OUT/fair-bench.txt" 2>/dev/null
     [ -f "$OUT/overhead.txt" ] && grep -E '^(PASS|MISS|n/a) ' "$OUT/overhead.txt"
     echo
