@@ -27,3 +27,10 @@ foreach(case missing installed)
   set_tests_properties(bench_harness_${case} PROPERTIES LABELS bench TIMEOUT 120
     ENVIRONMENT "${CS_TEST_ENV};CS_BUILD_DIR=${CMAKE_BINARY_DIR};CS_INSTALL_BINDIR=${CMAKE_INSTALL_PREFIX}/bin")
 endforeach()
+
+# The fair-share benchmark (bench/limiter/fair.py): its medians, spreads and
+# worst-of-the-repetitions verdicts, and its warm tenants driven end to end
+# with stub workloads that answer from a table (no GPU, no timing).
+add_test(NAME bench_fair_report
+  COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/bench/fair_report_test.py)
+set_tests_properties(bench_fair_report PROPERTIES LABELS bench TIMEOUT 120)

@@ -8,17 +8,21 @@ bf16, Hugging Face `generate` with a batch of 32 prompts of 128 tokens and
 GPU idles between its small kernels while Python prepares the next.
 
     decode.py [--secs S] [--warmup W] [--start-mono NS] [--batch-size B]
-              [--prompt P] [--new N] [--layers L]
+              [--prompt P] [--new N] [--layers L] [--serve]
 
 Prints one line: RESULT workload=decode rate=TOKENS_PER_S kernels=CALLS
-secs=T calls=C p50_ms=P p99_ms=Q (per-call latency percentiles).
+secs=T calls=C p50_ms=P p99_ms=Q step_p99_ms=R: P and Q are percentiles
+of the latency of a call (one `generate`), R of the time between two
+tokens of a call (a decode step; generate synchronises after each). With
+--serve (fair.py) the model is loaded once and one such line is printed
+per window asked for (timing.serve).
 """
 import argparse
 import time
 
 import torch
 
-from timing import add_timing_args, limiter_note, wait_for_start
+from timing import add_serve_arg, add_timing_args, limiter_note, serve, wait_for_start
 
 
 def build(layers):
@@ -37,6 +41,30 @@ def build(layers):
     return model.to(device="cuda", dtype=torch.bfloat16).eval()
 
 
+def step_clock(batch):
+    """A stopping criterion that never stops and notes the time at each
+    decode step (generate calls it once per new token)."""
+    import transformers
+    from transformers import StoppingCriteria
+    # From 4.39 on a criterion answers per sequence; before, one bool.
+    per_row = tuple(int(x) for x in transformers.__version__.split(".")[:2]) >= (4, 39)
+    never = torch.zeros(batch, dtype=torch.bool, device="cuda") if per_row else False
+
+    class StepClock(StoppingCriteria):
+        def __init__(self):
+            self.t = []
+
+        def __call__(self, input_ids, scores, **kwargs):
+            self.t.append(time.monotonic())
+            return never
+    return StepClock()
+
+
+def percentile(v, q):
+    v = sorted(v)
+    return v[int(q * (len(v) - 1) + 0.5)] if v else float("nan")
+
+
 def main():
     p = argparse.ArgumentParser()
     add_timing_args(p)
@@ -44,40 +72,51 @@ def main():
     p.add_argument("--prompt", type=int, default=128)
     p.add_argument("--new", type=int, default=32)
     p.add_argument("--layers", type=int, default=16)
+    add_serve_arg(p)
     a = p.parse_args()
+    from transformers import StoppingCriteriaList
     model = build(a.layers)
     g = torch.Generator(device="cuda").manual_seed(0)
     ids = torch.randint(0, 32000, (a.batch_size, a.prompt), device="cuda", generator=g)
+    clock = step_clock(a.batch_size)
     kw = dict(attention_mask=torch.ones_like(ids), max_new_tokens=a.new, min_new_tokens=a.new,
-              do_sample=False, pad_token_id=0)
+              do_sample=False, pad_token_id=0, stopping_criteria=StoppingCriteriaList([clock]))
 
     def call():
+        clock.t.clear()
         with torch.no_grad():
             model.generate(ids, **kw)
         torch.cuda.synchronize()
+        return [b - a_ for a_, b in zip(clock.t, clock.t[1:])]
+
+    def window(warmup, secs, gpu=False):
+        t0 = time.monotonic()
+        lat, steps, t_meas, measuring = [], [], 0.0, False
+        while True:
+            c0 = time.monotonic()
+            gaps = call()
+            t = time.monotonic()
+            if not measuring and t - t0 >= warmup:
+                measuring, t_meas = True, t
+                continue
+            if measuring:
+                lat.append((t - c0) * 1e3)
+                steps += [x * 1e3 for x in gaps]
+                if t - t_meas >= secs:
+                    break
+        took = t - t_meas
+        tokens = len(lat) * a.batch_size * a.new
+        return (f"workload=decode rate={tokens / took:.1f} kernels={len(lat)} secs={took:.3f} "
+                f"calls={len(lat)} p50_ms={percentile(lat, 0.5):.3f} "
+                f"p99_ms={percentile(lat, 0.99):.3f} "
+                f"step_p99_ms={percentile(steps, 0.99):.3f}" + limiter_note())
 
     call()  # first call: allocations, kernels chosen
+    if a.serve:
+        serve(window)
+        return
     wait_for_start(a.start_mono)
-    t0 = time.monotonic()
-    lat, t_meas, measuring = [], 0.0, False
-    while True:
-        c0 = time.monotonic()
-        call()
-        t = time.monotonic()
-        if not measuring and t - t0 >= a.warmup:
-            measuring, t_meas = True, t
-            continue
-        if measuring:
-            lat.append((t - c0) * 1e3)
-            if t - t_meas >= a.secs:
-                break
-    secs = t - t_meas
-    lat.sort()
-    p50 = lat[int(0.5 * (len(lat) - 1) + 0.5)]
-    p99 = lat[int(0.99 * (len(lat) - 1) + 0.5)]
-    tokens = len(lat) * a.batch_size * a.new
-    print(f"RESULT workload=decode rate={tokens / secs:.1f} kernels={len(lat)} secs={secs:.3f} "
-          f"calls={len(lat)} p50_ms={p50:.3f} p99_ms={p99:.3f}" + limiter_note(), flush=True)
+    print("RESULT " + window(a.warmup, a.secs), flush=True)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ in fp16, captured once with torch.cuda.graph and replayed back to back
 cuGraphLaunch, so the limiter paces and measures it as one unit.
 
     graph.py [--secs S] [--warmup W] [--layers L] [--width D] [--batch-size B]
-             [--per-sync K] [--start-mono NS] [--trace FILE]
+             [--per-sync K] [--start-mono NS] [--trace FILE] [--serve]
 
 Prints one line: RESULT workload=graph rate=REPLAYS_PER_S kernels=N secs=T
 gpu_us=U, U the GPU time of a replay when replays run back to back, measured
@@ -16,6 +16,8 @@ one process than in the next, with or without cushare, by where its memory
 landed (its 32 MiB of weights are near the size of the H200's 50 MiB L2;
 bench/limiter/probes/placement.sh); `cushare bench limiter` uses U to tell
 that apart from what sharing costs.
+With --serve (bench/limiter/fair.py) it measures one window per request
+(timing.serve), adding kernel_ms=U/1000 only when asked.
 With --trace (diagnosis) the graph also stamps the GPU's clock
 before and after its work (stamps.py) and FILE gets every replay's launch,
 start and end in bench/limiter/probes/edge_gaps.py's format.
@@ -24,7 +26,8 @@ import argparse
 
 import torch
 
-from timing import add_timing_args, measure, wait_for_start
+from timing import (add_serve_arg, add_timing_args, gpu_ms_per_step, limiter_note, measure,
+                    serve, wait_for_start)
 
 
 def capture(layers=4, width=2048, batch_size=8, stamps=None):
@@ -53,19 +56,8 @@ def capture(layers=4, width=2048, batch_size=8, stamps=None):
 
 
 def gpu_us_per_replay(replay, n=100, tries=20):
-    """GPU microseconds per replay queued back to back: the least of `tries`
-    batches of n timed by CUDA events (a batch the limiter paused or the
-    GPU switched away from only takes longer)."""
-    best = float("inf")
-    for _ in range(tries):
-        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        begin.record()
-        for _ in range(n):
-            replay()
-        end.record()
-        end.synchronize()
-        best = min(best, begin.elapsed_time(end) * 1000 / n)
-    return best
+    """GPU microseconds per replay queued back to back (timing.gpu_ms_per_step)."""
+    return gpu_ms_per_step(replay, torch.cuda.synchronize, n, tries) * 1000
 
 
 def main():
@@ -76,7 +68,10 @@ def main():
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--per-sync", type=int, default=200)
     p.add_argument("--trace")
+    add_serve_arg(p)
     a = p.parse_args()
+    if a.serve and a.trace:
+        p.error("--trace takes one run: leave out --serve")
     stamps = None
     if a.trace:
         from stamps import Stamps
@@ -87,6 +82,14 @@ def main():
     if stamps:
         stamps.reset()
         step = stamps.launched(g.replay)
+    if a.serve:
+        def window(warmup, secs, gpu=False):
+            counted, took = measure(step, a.per_sync, torch.cuda.synchronize, warmup, secs)
+            kernel = f" kernel_ms={gpu_us_per_replay(g.replay) / 1000:.4f}" if gpu else ""
+            return (f"workload=graph rate={counted / took:.1f} kernels={counted} "
+                    f"secs={took:.3f}{kernel}" + limiter_note())
+        serve(window)
+        return
     wait_for_start(a.start_mono)
 
     counted, secs = measure(step, a.per_sync, torch.cuda.synchronize, a.warmup, a.secs)

@@ -3,7 +3,8 @@
 A workload waits for the bench's common start (--start-mono, so the
 tenants of a mix begin together), runs its step in batches with a
 synchronisation after each, discards --warmup seconds and counts steps
-over the next --secs: rate = steps / seconds measured.
+over the next --secs: rate = steps / seconds measured. With --serve it
+does that once per window fair.py asks for, set up once (serve).
 """
 import os
 import sys
@@ -18,23 +19,63 @@ def add_timing_args(p):
 
 
 def wait_for_start(start_mono_ns):
-    """Sleeps until CLOCK_MONOTONIC reaches start_mono_ns (0: no wait).
-    With BENCH_READY_DIR in the environment (bench/limiter/fair.py) it
-    first says it is ready there (a file <pid>.ready) and waits for the
-    file `start`, which holds the start time instead: tenants whose set-up
-    takes long start together without a guessed delay."""
-    ready = os.environ.get("BENCH_READY_DIR")
-    if ready:
-        open(os.path.join(ready, f"{os.getpid()}.ready"), "w").close()
-        start = os.path.join(ready, "start")
-        while not os.path.exists(start):
-            time.sleep(0.01)
-        with open(start) as f:
-            start_mono_ns = int(f.read().strip() or 0)
+    """Sleeps until CLOCK_MONOTONIC reaches start_mono_ns (0: no wait), so
+    the tenants of a mix begin together."""
     if start_mono_ns:
         delay = start_mono_ns / 1e9 - time.clock_gettime(time.CLOCK_MONOTONIC)
         if delay > 0:
             time.sleep(delay)
+
+
+def add_serve_arg(p):
+    """--serve, as bench/limiter/fair.py passes it (serve below)."""
+    p.add_argument("--serve", action="store_true",
+                   help="stay up and measure one window per 'go' line on stdin")
+
+
+def serve(window):
+    """A warm tenant (bench/limiter/fair.py): set up once, it measures many
+    windows, so a model that takes seconds to load is loaded once per run,
+    not once per measurement. Prints READY, then for each line
+    "go START_NS WARMUP SECS [gpu]" on stdin sleeps until CLOCK_MONOTONIC
+    reaches START_NS, calls window(warmup, secs, gpu) and prints
+    "RESULT " and the fields it returns. "quit" or the end of stdin ends
+    it; a line it cannot read gets "ERROR ..." and is otherwise ignored.
+    With `gpu` the window also reports the GPU time of one step, measured
+    after the window (fair.py asks for it only when the tenant runs alone)."""
+    print("READY", flush=True)
+    for line in sys.stdin:
+        f = line.split()
+        if f[:1] == ["quit"]:
+            return
+        try:
+            if f[0] != "go" or len(f) < 4:
+                raise ValueError(line.strip())
+            start, warmup, secs = int(f[1]), float(f[2]), float(f[3])
+        except (IndexError, ValueError):
+            print(f"ERROR expected 'go START_NS WARMUP SECS [gpu]', got {line.strip()!r}",
+                  flush=True)
+            continue
+        wait_for_start(start)
+        print("RESULT " + window(warmup, secs, "gpu" in f[4:]), flush=True)
+
+
+def gpu_ms_per_step(step, sync, n, tries=5):
+    """GPU milliseconds per step queued back to back: the least of `tries`
+    batches of n timed by CUDA events (a batch the limiter paused or the
+    GPU switched away from only takes longer)."""
+    import torch
+    best = float("inf")
+    for _ in range(tries):
+        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        begin.record()
+        for _ in range(n):
+            step()
+        end.record()
+        end.synchronize()
+        best = min(best, begin.elapsed_time(end) / n)
+    sync()
+    return best
 
 
 def measure(step, batch, sync, warmup, secs):
@@ -68,10 +109,15 @@ def measure(step, batch, sync, warmup, secs):
                 return counted, t - t_meas
 
 
+_noted = [0, 0, 0, 0]   # the counters limiter_note last reported
+
+
 def limiter_note():
     """' lim_sleeps=N lim_sleep_ms=T lim_paced=P lim_markers=M' when the
     process runs under libcushare (cushare_limiter_stats is exported),
-    else '': whether pacing held this tenant, for the RESULT line."""
+    else '': whether pacing held this tenant, for the RESULT line. Each
+    call reports what happened since the previous one (a served tenant's
+    window, serve above)."""
     import ctypes
     try:
         fn = ctypes.CDLL(None).cushare_limiter_stats
@@ -81,5 +127,8 @@ def limiter_note():
     fn(buf)
     # version and armed share the first word; then paced, measured,
     # markers, sleeps, sleep_ns (src/limiter/limiter.h).
-    return (f" lim_sleeps={buf[4]} lim_sleep_ms={buf[5] / 1e6:.1f}"
-            f" lim_paced={buf[1]} lim_markers={buf[3]}")
+    now = [buf[4], buf[5], buf[1], buf[3]]
+    d = [n - p for n, p in zip(now, _noted)]
+    _noted[:] = now
+    return (f" lim_sleeps={d[0]} lim_sleep_ms={d[1] / 1e6:.1f}"
+            f" lim_paced={d[2]} lim_markers={d[3]}")

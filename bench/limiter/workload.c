@@ -26,11 +26,17 @@
  *   common: --secs S (measured, default 5)  --warmup W (default 1)
  *           --start-mono NS  wait until CLOCK_MONOTONIC reaches NS first
  *           (tenants started together measure the same wall-clock window)
+ *           --serve  stay up and measure one window per request on stdin,
+ *           as bench/limiter/timing.py's serve (fair.py's warm tenants):
+ *           READY, then per line "go START_NS WARMUP SECS [gpu]" a RESULT
+ *           line; "quit" or the end of stdin ends it
  *
  * Prints one line: RESULT workload=NAME rate=KERNELS_PER_S kernels=N secs=T
  * calls=C p50_ms=P p99_ms=Q, where a call is one batch up to its
  * synchronise and P, Q are percentiles of its latency (decode: the
- * per-call latency a serving tenant sees).
+ * per-call latency a serving tenant sees). With `gpu` in a served request
+ * it adds kernel_ms=K: the wall time of one kernel run back to back, the
+ * least of five batches (alone, that is its GPU time).
  */
 #define _GNU_SOURCE
 #define __CUDA_API_VERSION_INTERNAL 1
@@ -109,34 +115,139 @@ static double percentile(double *v, size_t n, double q)
     return v[i < n ? i : n - 1];
 }
 
-/* BENCH_READY_DIR (bench/limiter/fair.py, as timing.py): says we are
- * set up (<pid>.ready), then waits for the file `start` and returns the
- * start time it holds; without it, `start_mono` as given. */
-static long long ready_then_start(long long start_mono)
-{
-    const char *dir = getenv("BENCH_READY_DIR");
-    if (!dir)
-        return start_mono;
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%d.ready", dir, (int)getpid());
-    FILE *f = fopen(path, "w");
-    if (f)
-        fclose(f);
-    snprintf(path, sizeof path, "%s/start", dir);
-    while (!(f = fopen(path, "r")))
-        sleep_us(10000);
-    long long v = 0;
-    if (fscanf(f, "%lld", &v) != 1)
-        v = 0;
-    fclose(f);
-    return v;
-}
-
 static void spin_us(double us)
 {
     double end = now_s() + us * 1e-6;
     while (now_s() < end) {
     }
+}
+
+/* What one window runs: `batch` launches of `f` (with `gap_us` of CPU
+ * time after each, slept for the decode stand-in, spun otherwise), then a
+ * synchronise. */
+struct job {
+    const char *name;
+    CUfunction f;
+    unsigned grid, block, batch;
+    void **args;
+    double gap_us;
+    int sleep_gaps;
+};
+
+static void one_call(const struct job *j)
+{
+    for (unsigned i = 0; i < j->batch; i++) {
+        CK(cu.LaunchKernel(j->f, j->grid, 1, 1, j->block, 1, 1, 0, NULL, j->args, NULL));
+        if (j->gap_us > 0 && j->sleep_gaps)
+            sleep_us(j->gap_us);
+        else if (j->gap_us > 0)
+            spin_us(j->gap_us);
+    }
+    CK(cu.CtxSynchronize());
+}
+
+/* Wall milliseconds of one kernel run back to back: the least of five
+ * batches (a batch someone else's work delayed only takes longer). */
+static double kernel_ms(const struct job *j)
+{
+    struct job back_to_back = *j;
+    back_to_back.gap_us = 0;
+    double best = 1e30;
+    for (int k = 0; k < 5; k++) {
+        double t0 = now_s();
+        one_call(&back_to_back);
+        double ms = (now_s() - t0) * 1e3 / j->batch;
+        best = ms < best ? ms : best;
+    }
+    return best;
+}
+
+static int append(double **v, size_t *n, size_t *cap, double x)
+{
+    if (*n == *cap) {
+        size_t c = *cap ? *cap * 2 : 1024;
+        double *p = realloc(*v, c * sizeof *p);
+        if (!p)
+            return -1;
+        *v = p;
+        *cap = c;
+    }
+    (*v)[(*n)++] = x;
+    return 0;
+}
+
+/* One measurement: waits for `start_mono` (0: now), runs calls for
+ * `warmup` s, then counts them over `secs` s, and prints the RESULT line
+ * (with kernel_ms when `gpu`). */
+static int run_window(const struct job *j, long long start_mono, double warmup, double secs,
+                      int gpu)
+{
+    if (start_mono > 0) {
+        struct timespec ts = {.tv_sec = (time_t)(start_mono / 1000000000ll),
+                              .tv_nsec = (long)(start_mono % 1000000000ll)};
+        clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
+    }
+    double t0 = now_s(), t_meas = 0, t;
+    unsigned long long counted = 0;
+    size_t ncalls = 0, cap = 0;
+    double *lat = NULL;
+    for (int measuring = 0;;) {
+        double call0 = now_s();
+        one_call(j);
+        t = now_s();
+        if (!measuring && t - t0 >= warmup) {
+            measuring = 1;
+            t_meas = t;
+            continue;
+        }
+        if (measuring) {
+            if (append(&lat, &ncalls, &cap, (t - call0) * 1e3)) {
+                fprintf(stderr, "limiter_workload: out of memory\n");
+                free(lat);
+                return 1;
+            }
+            counted += j->batch;
+            if (t - t_meas >= secs)
+                break;
+        }
+    }
+    double p50 = percentile(lat, ncalls, 0.5), p99 = percentile(lat, ncalls, 0.99);
+    printf("RESULT workload=%s rate=%.1f kernels=%llu secs=%.3f calls=%zu p50_ms=%.3f "
+           "p99_ms=%.3f",
+           j->name, (double)counted / (t - t_meas), counted, t - t_meas, ncalls, p50, p99);
+    if (gpu)
+        printf(" kernel_ms=%.4f", kernel_ms(j));
+    printf("\n");
+    fflush(stdout);
+    free(lat);
+    return 0;
+}
+
+/* --serve: READY, then one window per "go START_NS WARMUP SECS [gpu]"
+ * line on stdin until "quit" or its end; a line it cannot read gets an
+ * ERROR line and is otherwise ignored. */
+static int serve(const struct job *j)
+{
+    char line[256];
+    printf("READY\n");
+    fflush(stdout);
+    while (fgets(line, sizeof line, stdin)) {
+        long long start;
+        double warmup, secs;
+        char flag[16] = "";
+        if (!strncmp(line, "quit", 4))
+            return 0;
+        int n = sscanf(line, "go %lld %lf %lf %15s", &start, &warmup, &secs, flag);
+        if (n < 3 || warmup < 0 || secs <= 0) {
+            line[strcspn(line, "\n")] = 0;
+            printf("ERROR expected 'go START_NS WARMUP SECS [gpu]', got '%s'\n", line);
+            fflush(stdout);
+            continue;
+        }
+        if (run_window(j, start, warmup, secs, n == 4 && !strcmp(flag, "gpu")))
+            return 1;
+    }
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -146,7 +257,7 @@ int main(int argc, char **argv)
                      strcmp(argv[1], "hog"))) {
         fprintf(stderr, "usage: limiter_workload elementwise|launchbound|launchcost|decode|hog "
                         "[--secs S] [--warmup W] [--n ELEMS] [--batch B] [--gap-us G] "
-                        "[--start-mono NS]\n");
+                        "[--start-mono NS] [--serve]\n");
         return 2;
     }
     const int decode = !strcmp(argv[1], "decode"), hog = !strcmp(argv[1], "hog");
@@ -155,7 +266,16 @@ int main(int argc, char **argv)
     unsigned n = decode ? 256u << 10 : hog ? 64u << 20 : 16u << 20;
     unsigned batch = decode ? 32 : hog ? 8 : ew ? 64 : gap_us > 0 ? 32 : 1000;
     long long start_mono = 0;
-    for (int i = 2; i + 1 < argc; i += 2) {
+    int serving = 0;
+    for (int i = 2; i < argc; i++) {
+        if (!strcmp(argv[i], "--serve")) {
+            serving = 1;
+            continue;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "limiter_workload: %s needs a value\n", argv[i]);
+            return 2;
+        }
         if (!strcmp(argv[i], "--secs"))
             secs = atof(argv[i + 1]);
         else if (!strcmp(argv[i], "--warmup"))
@@ -172,6 +292,11 @@ int main(int argc, char **argv)
             fprintf(stderr, "limiter_workload: unknown option %s\n", argv[i]);
             return 2;
         }
+        i++;
+    }
+    if (!batch) {
+        fprintf(stderr, "limiter_workload: --batch must be at least 1\n");
+        return 2;
     }
     void *h = dlopen("libcuda.so.1", RTLD_NOW);
     if (!h) {
@@ -207,55 +332,9 @@ int main(int argc, char **argv)
     float a = 1.0001f;
     void *ew_args[] = {&a, &x, &y, &n};
     void *tiny_args[] = {&y};
-    unsigned grid = ew ? (n + 255) / 256 : 1, block = ew ? 256 : 32;
-
-    start_mono = ready_then_start(start_mono);
-    if (start_mono) {
-        struct timespec ts = {.tv_sec = (time_t)(start_mono / 1000000000ll),
-                              .tv_nsec = (long)(start_mono % 1000000000ll)};
-        clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
-    }
-    double t0 = now_s(), t_meas = 0;
-    unsigned long long counted = 0;
-    size_t ncalls = 0, cap = 0;
-    double *lat = NULL;
-    for (int measuring = 0;;) {
-        double call0 = now_s();
-        for (unsigned i = 0; i < batch; i++) {
-            CK(cu.LaunchKernel(f, grid, 1, 1, block, 1, 1, 0, NULL, ew ? ew_args : tiny_args,
-                               NULL));
-            if (gap_us > 0 && decode)
-                sleep_us(gap_us);
-            else if (gap_us > 0)
-                spin_us(gap_us);
-        }
-        CK(cu.CtxSynchronize());
-        double t = now_s();
-        if (measuring) {
-            if (ncalls == cap) {
-                cap = cap ? cap * 2 : 1024;
-                double *p = realloc(lat, cap * sizeof *p);
-                if (!p)
-                    exit(1);
-                lat = p;
-            }
-            lat[ncalls++] = (t - call0) * 1e3;
-        }
-        if (!measuring && t - t0 >= warmup) {
-            measuring = 1;
-            t_meas = t;
-            continue;
-        }
-        if (measuring) {
-            counted += batch;
-            if (t - t_meas >= secs) {
-                double p50 = percentile(lat, ncalls, 0.5), p99 = percentile(lat, ncalls, 0.99);
-                printf("RESULT workload=%s rate=%.1f kernels=%llu secs=%.3f calls=%zu "
-                       "p50_ms=%.3f p99_ms=%.3f\n", argv[1], (double)counted / (t - t_meas),
-                       counted, t - t_meas, ncalls, p50, p99);
-                free(lat);
-                return 0;
-            }
-        }
-    }
+    const struct job j = {.name = argv[1], .f = f, .grid = ew ? (n + 255) / 256 : 1,
+                          .block = ew ? 256 : 32, .batch = batch,
+                          .args = ew ? ew_args : tiny_args, .gap_us = gap_us,
+                          .sleep_gaps = decode};
+    return serving ? serve(&j) : run_window(&j, start_mono, warmup, secs, 0);
 }

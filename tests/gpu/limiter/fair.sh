@@ -3,35 +3,68 @@
 # share means"): a share is a floor under contention, idle capacity goes to
 # whoever can use it, priority protects latency, force still caps. Runs
 # bench/limiter/fair.py (three repetitions, configurations alternated,
-# medians with their spread) over these mixes:
+# medians with their spread, verdicts on the worst repetition) over:
 #   decode+decode      two HF decode loops (~1 B Llama, bf16, batch 32,
 #                      prompt 128, 32 new tokens per call) at 25 and 75
 #   decode+hog         a decode loop (25) beside an 8192^2 bf16 matmul (75);
 #                      also with the decode at a higher CUDA_TASK_PRIORITY
+#   priority sweep     the prioritised decode beside matmul hogs of
+#                      2048^2, 4096^2, 8192^2 and 16384^2 (kernels of about
+#                      0.03, 0.2, 1.6 and 13 ms): the bound a kernel that
+#                      cannot be preempted puts on the decode's latency
 #   graph x4           four small CUDA-graph tenants at 25 each
 #   matmul 25+75       4096^2 bf16 matmuls, saturating
 #   matmul 20/30/50    the same, three tenants
 # Each configuration (alone, no limiter = plain time-slicing, default,
-# priority, force) is measured in the same run.
+# priority, force) is measured in the same run; every tenant is one warm
+# process measuring one window per configuration and repetition.
+#
+# The whole set takes two GPU calls (each well inside 8 minutes):
+#   PART=1   decode+decode, decode+hog, the priority sweep
+#   PART=2   graph x4, matmul 25+75, matmul 20/30/50, then the no-regression
+#            checks: the empty-launch cost (limiter_workload launchcost
+#            natively, under cushare without a limit, uncontended at
+#            --sm 50 and at --sm 99 force; best of 3, alternated) and
+#            start-up (cushare bench init -n 300 --baseline --repeat 2)
+#   unset    everything (the fake driver)
 #
 # Run from the repository root after `make` (uses ./build):
-#   OUT=/some/dir tests/gpu/limiter/fair.sh          on the GPU machine
-#   FAKE=1 OUT=/tmp/fair tests/gpu/limiter/fair.sh   on the fake driver
-# Optional: NODE_TRACE=1 (node.jsonl: the node view every 0.5 s), REPS (3), SECS (2.5), WARMUP (1), BUDGET (420 s), MIXES ("a,b":
-# names above), FAIR_FORCE=0 (leave out the force runs of the saturating
-# mixes: tests/gpu/limiter/run.sh judges caps too).
-# Everything lands in $OUT: fair-bench.txt (the table and verdicts),
-# fair-bench.csv (every run), fair-bench.log (every tenant's output),
-# nvidia-smi.txt, summary.txt (PASS/FAIL and the missed targets).
+#   PART=1 OUT=/some/dir tests/gpu/limiter/fair.sh        on the GPU machine
+#   FAKE=1 OUT=/tmp/fair tests/gpu/limiter/fair.sh        on the fake driver
+# Optional: REPS (3), SECS (3), WARMUP (1), SETTLE (1 s of rest between
+# windows), BUDGET (seconds of fair.py; 420 / 330 for the parts, 0 = none), MIXES
+# ("a,b": mix names above), SWEEP ("hog2048,hog4096,hog,hog16384"; "" for
+# none), FAIR_FORCE=0 (leave out the force runs), NODE_TRACE=1 (node.jsonl:
+# the node view every 0.5 s), FRESH=1 (start each window's tenants for it
+# instead of warm ones: slow, to check that idle tenants change nothing).
+# Everything lands in $OUT: summary.txt (PASS/FAIL, the verdict per target
+# as the acceptance words it, the tables), fair-bench.txt (tables and
+# verdicts), fair-bench.csv (every window), fair-bench.log (every tenant's
+# output), progress.txt (fair.py's progress and errors), overhead.txt
+# (PART=2: launch cost and start-up), nvidia-smi.txt.
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
 ROOT=$PWD
 OUT=${OUT:-$ROOT/out/limiter-fair}
 BUILD=${BUILD:-$ROOT/build}
+PART=${PART:-}
 REPS=${REPS:-3}
-SECS=${SECS:-2.5}
+SECS=${SECS:-3}
 WARMUP=${WARMUP:-1}
-BUDGET=${BUDGET:-420}     # seconds of benchmark: no repetition starts that would end later
+SETTLE=${SETTLE:-1}
+case "$PART" in
+1) DEF_MIXES="decode+decode,decode+hog"; DEF_SWEEP="hog2048,hog4096,hog,hog16384" ;;
+2) DEF_MIXES="graph x4,matmul 25+75,matmul 20/30/50"; DEF_SWEEP="" ;;
+"") DEF_MIXES="decode+decode,decode+hog,graph x4,matmul 25+75,matmul 20/30/50"
+    DEF_SWEEP="hog2048,hog4096,hog,hog16384" ;;
+*) echo "fair.sh: PART must be 1, 2 or unset (everything), not '$PART'" >&2; exit 2 ;;
+esac
+MIXES=${MIXES-$DEF_MIXES}
+SWEEP=${SWEEP-$DEF_SWEEP}
+# fair.py's seconds: a part ends well inside a 560 s GPU call after a
+# one-minute build (PART=2 then spends about a minute on the overhead checks).
+case "$PART" in 1) DEF_BUDGET=420 ;; 2) DEF_BUDGET=330 ;; *) DEF_BUDGET=0 ;; esac
+BUDGET=${BUDGET:-$DEF_BUDGET}
 mkdir -p "$OUT"
 T0=$(date +%s)
 
@@ -43,7 +76,8 @@ W=()
 if [ -n "${FAKE:-}" ]; then
     # The fake driver: a shared simulated GPU whose context switches cost
     # 50 us; stand-ins for the GPU workloads (decode: 32 small kernels per
-    # call with CPU gaps between them, about a third of the GPU).
+    # call with CPU gaps between them, about a third of the GPU; hogs:
+    # element-wise kernels of about 0.16, 0.65, 1.3 and 5 ms).
     export LD_LIBRARY_PATH="$BUILD/fakecuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     mkdir -p "$OUT/tmp"
     rm -f "$OUT/tmp/gpu.state"
@@ -52,19 +86,29 @@ if [ -n "${FAKE:-}" ]; then
     export CUSHARE_BOARD="$OUT/tmp/board"   # the fakes' UUIDs are everyone's
     LW="$BUILD/limiter_workload"
     W+=(--workload "decode=$LW decode" --workload "hog=$LW hog --n 8388608")
+    W+=(--workload "hog2048=$LW hog --n 1048576 --batch 32")
+    W+=(--workload "hog4096=$LW hog --n 4194304 --batch 16")
+    W+=(--workload "hog16384=$LW hog --n 33554432 --batch 2")
     W+=(--workload "matmul=$LW elementwise --n 4194304 --batch 16")
     W+=(--workload "graph=$LW decode --batch 8 --gap-us 400")
+    INIT_N=8
     echo "fake driver (tests/fakecuda): stand-in workloads" > "$OUT/nvidia-smi.txt"
 else
     { nvidia-smi; nvidia-smi -q -d COMPUTE,CLOCK; } > "$OUT/nvidia-smi.txt" 2>&1 || true
     PY="python3 $ROOT/bench/limiter"
     W+=(--workload "decode=$PY/decode.py" --workload "hog=$PY/matmul.py --n 8192 --batch 4")
+    W+=(--workload "hog2048=$PY/matmul.py --n 2048 --batch 200")
+    W+=(--workload "hog4096=$PY/matmul.py --n 4096 --batch 20")
+    W+=(--workload "hog16384=$PY/matmul.py --n 16384 --batch 1")
     W+=(--workload "matmul=$PY/matmul.py" --workload "graph=$PY/graph.py --width 1024")
+    INIT_N=300
 fi
 
-M=()
-IFS=, read -r -a want <<< "${MIXES:-decode+decode,decode+hog,graph x4,matmul 25+75,matmul 20/30/50}"
-for m in "${want[@]}"; do M+=(--mix "$m"); done
+A=()
+IFS=, read -r -a want <<< "$MIXES"
+for m in "${want[@]}"; do [ -n "$m" ] && A+=(--mix "$m"); done
+IFS=, read -r -a want <<< "$SWEEP"
+for h in "${want[@]}"; do [ -n "$h" ] && A+=(--sweep "$h"); done
 
 # NODE_TRACE=1: the node view (every tenant's share decision) every 0.5 s.
 if [ "${NODE_TRACE:-0}" = 1 ]; then
@@ -72,15 +116,80 @@ if [ "${NODE_TRACE:-0}" = 1 ]; then
     TRACE=$!
     trap 'kill $TRACE 2>/dev/null' EXIT
 fi
-python3 "$ROOT/bench/limiter/fair.py" --cushare "$BUILD/cushare" "${W[@]}" "${M[@]}" \
-    --reps "$REPS" --secs "$SECS" --warmup "$WARMUP" --budget "$BUDGET" --out "$OUT"
-rc=$?
+rc=0
+if [ ${#A[@]} -gt 0 ]; then
+    python3 "$ROOT/bench/limiter/fair.py" --cushare "$BUILD/cushare" "${W[@]}" "${A[@]}" \
+        --reps "$REPS" --secs "$SECS" --warmup "$WARMUP" --settle "$SETTLE" \
+        --budget "$BUDGET" --out "$OUT" ${FRESH:+--fresh} 2> >(tee "$OUT/progress.txt" >&2)
+    rc=$?
+fi
+[ -n "${TRACE:-}" ] && kill "$TRACE" 2>/dev/null
+
+# No regression (PART=2 and the whole set): what an empty launch costs, and
+# start-up. Verdict lines go to overhead.txt in the summary's words.
+overhead() {
+    local lc=("$BUILD/limiter_workload" launchcost --secs 2 --warmup 0.5)
+    local best_n=0 best_u=0 best_d=0 best_f=0 r x
+    lc_rate() { "$@" 2>>"$OUT/fair-bench.log" | sed -n 's/^RESULT .* rate=\([0-9.]*\).*/\1/p'; }
+    lc_max() { python3 -c "import sys; print(max(float(x or 0) for x in sys.argv[1:]))" "$@"; }
+    for r in 1 2 3; do
+        x=$(lc_rate "${lc[@]}"); best_n=$(lc_max "$best_n" "$x")
+        x=$(lc_rate "$BUILD/cushare" run -- "${lc[@]}"); best_u=$(lc_max "$best_u" "$x")
+        x=$(lc_rate "$BUILD/cushare" run --sm 50 -- "${lc[@]}"); best_d=$(lc_max "$best_d" "$x")
+        x=$(lc_rate "$BUILD/cushare" run --sm 99 --policy force -- "${lc[@]}"); best_f=$(lc_max "$best_f" "$x")
+    done
+    python3 - "$best_n" "$best_u" "$best_d" "$best_f" <<'EOF'
+import sys
+n, u, d, f = (float(x) for x in sys.argv[1:])
+if min(n, u, d, f) <= 0:
+    print("MISS no regression: empty-launch overhead within 1 % (a launch-cost run failed)")
+    sys.exit(1)
+us = lambda r: 1e6 / r
+print(f"empty launch, best of 3 alternated: native {us(n):.3f} us")
+print(f"  cushare, no limit            {us(u):.3f} us  {100 * (us(u) / us(n) - 1):+.2f} %")
+print(f"  cushare --sm 50, uncontended {us(d):.3f} us  {100 * (us(d) / us(n) - 1):+.2f} % "
+      "(free path; not judged)")
+print(f"  cushare --sm 99 force        {us(f):.3f} us  {100 * (us(f) / us(n) - 1):+.2f} % "
+      "(every launch measured; not judged)")
+ok = us(u) <= 1.01 * us(n)
+print(f"{'PASS' if ok else 'MISS'} no regression: empty-launch overhead within 1 % "
+      f"(no limit: {100 * (us(u) / us(n) - 1):+.2f} %)")
+sys.exit(0 if ok else 1)
+EOF
+    local orc=$?
+    local s
+    s=$("$BUILD/cushare" bench init -n "$INIT_N" --baseline --repeat 2 2>>"$OUT/fair-bench.log" |
+        grep '^summary')
+    echo "start-up: cushare bench init -n $INIT_N --baseline --repeat 2: $s"
+    local ratio
+    ratio=$(sed -n 's/.* init_ratio=\([0-9.]*\).*/\1/p' <<< "$s")
+    if [ -n "${FAKE:-}" ]; then
+        echo "n/a  start-up unchanged (the fake's cuInit costs nothing: ratio ${ratio:-?} not judged)"
+    elif [ -n "$ratio" ] && python3 -c "import sys; sys.exit(float('$ratio') > 1.05)"; then
+        echo "PASS start-up unchanged: cuInit p99 at N=$INIT_N within 1.05 x plain ($ratio; recorded 1.012)"
+    else
+        echo "MISS start-up unchanged: cuInit p99 at N=$INIT_N within 1.05 x plain (${ratio:-no result})"
+        orc=1
+    fi
+    return $orc
+}
+orc=0
+if [ "$PART" != 1 ]; then
+    overhead > "$OUT/overhead.txt" 2>&1
+    orc=$?
+    [ $rc -eq 0 ] && [ $orc -ne 0 ] && rc=1
+fi
 {
-    if [ $rc -eq 0 ]; then echo "PASS: fair-share targets met"
-    elif [ $rc -eq 1 ]; then echo "FAIL: fair-share targets missed"
+    if [ $rc -eq 0 ]; then echo "PASS: fair-share targets met${PART:+ (part $PART)}"
+    elif [ $rc -eq 1 ]; then echo "FAIL: fair-share targets missed${PART:+ (part $PART)}"
+    elif [ $rc -eq 3 ]; then echo "FAIL: a tenant failed, no verdict (fair-bench.log has its output)"
     else echo "FAIL: fair.py exited $rc (see fair-bench.log)"; fi
-    sed -n '/^FAIL:\|^PASS:/,$p' "$OUT/fair-bench.txt" 2>/dev/null | tail -n +2
-    grep -E '^==|aggregate|^  (sliced|default|priority|force)|p99' "$OUT/fair-bench.txt" 2>/dev/null
+    grep -E '^fair.py: ' "$OUT/progress.txt" 2>/dev/null
+    sed -n '/^== targets/,/^$/p' "$OUT/fair-bench.txt" 2>/dev/null
+    [ -f "$OUT/overhead.txt" ] && grep -E '^(PASS|MISS|n/a) ' "$OUT/overhead.txt"
+    echo
+    sed -n '1,/^== targets/p' "$OUT/fair-bench.txt" 2>/dev/null | grep -v '^== targets'
+    [ -f "$OUT/overhead.txt" ] && cat "$OUT/overhead.txt"
     echo "elapsed $(( $(date +%s) - T0 )) s"
 } > "$OUT/summary.txt"
 rm -rf "$OUT/tmp"

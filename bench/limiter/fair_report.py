@@ -1,0 +1,163 @@
+"""What bench/limiter/fair.py makes of its measurements: pure functions
+over the rates it collected, so tests/bench/fair_report_test.py checks the
+arithmetic and the verdicts without a GPU.
+
+Data, per repetition r (every configuration of a repetition ran in the
+same pass, so a tenant is compared with its alone speed and with plain
+time-slicing of the same repetition):
+  alone[w][r]      {"rate", "p99_ms", ...} of workload w running alone
+  got[c][r][i]     the same for tenant i of the mix in configuration c
+Targets are judged on the worst repetition (docs/limiter.md, "Floors,
+work conservation and priority").
+"""
+import math
+import statistics
+
+# Every target as the acceptance words it, in the order the summary lists them.
+TARGETS = [
+    ("reps", "every repetition ran (within the time budget)"),
+    ("aggregate", "default: every mix's aggregate >= 95 % of plain time-slicing's"),
+    ("no-loss", "default: no tenant below what plain time-slicing gives it "
+                "(saturating mixes: below its floor)"),
+    ("prio-speed", "priority: the decode tenant keeps >= 95 % of its alone speed"),
+    ("prio-p99", "priority: the decode tenant's p99 call latency <= 1.25 x alone"),
+    ("split", "saturating, default: each tenant within 2 points of its limits' split"),
+    ("together", "saturating, default: together >= 97 % of the GPU"),
+    ("force", "force: each tenant within 2 points of its cap"),
+]
+
+
+def spread(v):
+    """(median, min, max) of a non-empty list."""
+    return statistics.median(v), min(v), max(v)
+
+
+def fmt(v, scale=100.0, digits=1):
+    """'median (min..max)' of v times scale; 'n/a' when v is empty or holds a NaN."""
+    if not v or any(math.isnan(x) for x in v):
+        return "n/a"
+    m, lo, hi = spread(v)
+    return f"{m * scale:.{digits}f} ({lo * scale:.{digits}f}..{hi * scale:.{digits}f})"
+
+
+def fractions(tenants, alone, got_c, reps):
+    """Per repetition, each tenant's rate over its alone rate in that
+    repetition."""
+    return [[got_c[r][i]["rate"] / alone[w][r]["rate"] for i, (w, _) in enumerate(tenants)]
+            for r in range(reps)]
+
+
+def ratio(tenants, alone, got_c, reps, i, key):
+    """Per repetition, tenant i's `key` (a latency) over its alone value."""
+    w = tenants[i][0]
+    return [got_c[r][i].get(key, math.nan) / alone[w][r].get(key, math.nan) for r in range(reps)]
+
+
+def floor_of(tenants, i):
+    """Tenant i's floor: its limit's part of the limits' sum."""
+    return tenants[i][1] / sum(lim for _, lim in tenants)
+
+
+def judge_mix(name, tenants, saturating, configs, alone, got, reps, slack=0.03, judged=True):
+    """The table of one mix and its verdicts: (lines, [(target, ok, what)]);
+    with judged False only the table (a point of the priority sweep)."""
+    lines, verdicts = [], []
+
+    def judge(key, ok, what):
+        if judged:
+            verdicts.append((key, ok, f"{name}: {what}"))
+            lines.append(f"  {'ok  ' if ok else 'MISS'} {what}")
+
+    frac = {c: fractions(tenants, alone, got[c], reps) for c in configs}
+    head = " ".join(f"{w + '@' + str(lim):>20s}" for w, lim in tenants)
+    lines.append(f"  % of alone {head} {'aggregate':>20s} {'vs sliced':>20s}")
+    for c in configs:
+        cells = [fmt([frac[c][r][i] for r in range(reps)]) for i in range(len(tenants))]
+        agg = [sum(frac[c][r]) for r in range(reps)]
+        vs = [sum(frac[c][r]) / sum(frac["sliced"][r]) for r in range(reps)]
+        lines.append(f"  {c:10s} " + " ".join(f"{x:>20s}" for x in cells) +
+                     f" {fmt(agg):>20s} {fmt(vs):>20s}")
+    for i, (w, _) in enumerate(tenants):
+        if w != "decode":
+            continue
+        for c in configs:
+            call = ratio(tenants, alone, got[c], reps, i, "p99_ms")
+            step = ratio(tenants, alone, got[c], reps, i, "step_p99_ms")
+            lines.append(f"  decode {i} p99 vs alone, {c:8s}: call {fmt(call, 1, 2)} x"
+                         f"   step {fmt(step, 1, 2)} x")
+    if "default" in configs:
+        worst = min(sum(frac["default"][r]) / sum(frac["sliced"][r]) for r in range(reps))
+        judge("aggregate", worst >= 0.95, f"default aggregate >= 95 % of sliced "
+              f"(worst {worst * 100:.1f} %)")
+        for i, (w, lim) in enumerate(tenants):
+            # Saturating tenants are meant to split by their limits, not as
+            # time-slicing does: below their sliced speed only down to
+            # their floor.
+            bar = [min(frac["sliced"][r][i], floor_of(tenants, i)) if saturating
+                   else frac["sliced"][r][i] for r in range(reps)]
+            worst = min(frac["default"][r][i] - bar[r] for r in range(reps))
+            judge("no-loss", worst >= -slack,
+                  f"tenant {i} ({w} {lim}%) default not below "
+                  f"{'min(sliced, floor)' if saturating else 'sliced'} "
+                  f"(worst {worst * 100:+.1f} points of its alone speed, slack {slack * 100:.0f})")
+    if "priority" in configs:
+        for i, (w, _) in enumerate(tenants):
+            if w != "decode":
+                continue
+            keep = min(frac["priority"][r][i] for r in range(reps))
+            p99 = max(ratio(tenants, alone, got["priority"], reps, i, "p99_ms"))
+            judge("prio-speed", keep >= 0.95,
+                  f"priority: decode keeps >= 95 % of alone (worst {keep * 100:.1f} %)")
+            judge("prio-p99", p99 <= 1.25, f"priority: decode p99 <= 1.25 x alone "
+                  f"(worst {p99:.2f} x)")
+    if saturating:
+        total = sum(lim for _, lim in tenants)
+        for c in [x for x in ("default", "force") if x in configs]:
+            for i, (w, lim) in enumerate(tenants):
+                want = lim / total if c == "default" else lim / 100
+                err = max(abs(frac[c][r][i] - want) for r in range(reps))
+                judge("split" if c == "default" else "force", err <= 0.02,
+                      f"{c}: tenant {i} within 2 points of {want * 100:.1f} % "
+                      f"(worst error {err * 100:.1f})")
+        if "default" in configs:
+            together = min(sum(frac["default"][r]) for r in range(reps))
+            judge("together", together >= 0.97,
+                  f"default: together >= 97 % of the GPU (worst {together * 100:.1f} %)")
+    return lines, verdicts
+
+
+def sweep_lines(points, reps):
+    """The priority bound: per hog, its kernel length and what the decode
+    tenant keeps beside it, time-sliced and at a higher priority. `points`
+    is a list of (hog, tenants, alone, got) with tenants = [decode, hog]."""
+    lines = [f"  {'hog':10s} {'kernel ms':>16s} {'decode % sliced':>20s} "
+             f"{'decode % priority':>20s} {'p99 x sliced':>18s} {'p99 x priority':>18s} "
+             f"{'step p99 x prio':>18s} {'hog % priority':>20s}"]
+    for hog, tenants, alone, got in points:
+        kernel = [alone[hog][r].get("kernel_ms", math.nan) for r in range(reps)]
+        fs = fractions(tenants, alone, got["sliced"], reps)
+        fp = fractions(tenants, alone, got["priority"], reps)
+        lines.append(
+            f"  {hog:10s} {fmt(kernel, 1, 3):>16s} {fmt([f[0] for f in fs]):>20s} "
+            f"{fmt([f[0] for f in fp]):>20s} "
+            f"{fmt(ratio(tenants, alone, got['sliced'], reps, 0, 'p99_ms'), 1, 2):>18s} "
+            f"{fmt(ratio(tenants, alone, got['priority'], reps, 0, 'p99_ms'), 1, 2):>18s} "
+            f"{fmt(ratio(tenants, alone, got['priority'], reps, 0, 'step_p99_ms'), 1, 2):>18s} "
+            f"{fmt([f[1] for f in fp]):>20s}")
+    return lines
+
+
+def summary_lines(verdicts):
+    """Per target, in TARGETS order: PASS or MISS over every mix it was
+    judged on, then each missed verdict. Targets judged nowhere say so."""
+    lines = []
+    for key, wording in TARGETS:
+        mine = [(ok, what) for k, ok, what in verdicts if k == key]
+        if not mine:
+            lines.append(f"n/a  {wording} (not measured in this run)")
+            continue
+        bad = [what for ok, what in mine if not ok]
+        lines.append(f"{'MISS' if bad else 'PASS'} {wording} "
+                     f"({len(mine) - len(bad)} of {len(mine)} met)")
+        lines += [f"       {what}" for what in bad]
+    return lines

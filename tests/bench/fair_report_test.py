@@ -1,0 +1,265 @@
+#!/usr/bin/env python3
+"""The fair-share benchmark's arithmetic and verdicts (bench/limiter/
+fair_report.py), and fair.py's orchestration of warm tenants, with stub
+workloads that answer every window with rates read from a table: no GPU,
+no timing in any verdict.
+
+    fair_report_test.py          run every case (CTest bench_fair_report)
+    fair_report_test.py --stub   (internal) the stub workload
+    fair_report_test.py --cushare-stub run ... -- CMD   (internal) `cushare run`
+"""
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BENCH = os.path.join(HERE, "..", "..", "bench", "limiter")
+sys.path.insert(0, BENCH)
+import fair_report  # noqa: E402
+
+FAILS = []
+
+
+def check(cond, what):
+    if not cond:
+        FAILS.append(what)
+        print(f"FAIL: {what}")
+
+
+def res(rate, p99=10.0, step=1.0, kernel=None):
+    d = {"rate": rate, "p99_ms": p99, "step_p99_ms": step}
+    if kernel is not None:
+        d["kernel_ms"] = kernel
+    return d
+
+
+def verdict(verdicts, key):
+    return [ok for k, ok, _ in verdicts if k == key]
+
+
+def test_fmt():
+    check(fair_report.fmt([0.5, 0.9, 0.7]) == "70.0 (50.0..90.0)", "fmt: median (min..max) in %")
+    check(fair_report.fmt([1.5, 1.25], 1, 2) == "1.38 (1.25..1.50)", "fmt: median of two, x")
+    check(fair_report.fmt([]) == "n/a" and fair_report.fmt([math.nan, 1]) == "n/a",
+          "fmt: nothing or a NaN is n/a")
+
+
+DECODE_HOG = [("decode", 25), ("hog", 75)]
+
+
+def decode_hog(default_decode, prio_decode, prio_p99):
+    """Three repetitions: alone decode 100 (p99 10), hog 50; sliced gives
+    the decode 80 and the hog 45; default and priority as given (per rep)."""
+    alone = {"decode": [res(100, 10)] * 3, "hog": [res(50, kernel=1.6)] * 3}
+    got = {"sliced": [[res(80, 12), res(45)]] * 3,
+           "default": [[res(d, 11), res(45)] for d in default_decode],
+           "priority": [[res(d, p), res(40)] for d, p in zip(prio_decode, prio_p99)]}
+    return alone, got
+
+
+def test_decode_hog_met():
+    alone, got = decode_hog([85, 90, 80], [96, 97, 99], [12, 11, 12.5])
+    lines, v = fair_report.judge_mix("decode+hog", DECODE_HOG, False,
+                                     ["sliced", "default", "priority"], alone, got, 3)
+    check(all(ok for _, ok, _ in v), f"decode+hog meeting every target: {v}")
+    check(verdict(v, "aggregate") == [True] and verdict(v, "no-loss") == [True, True],
+          "decode+hog: one aggregate and one no-loss verdict per tenant")
+    check(any("decode 0 p99 vs alone, priority: call 1.20 (1.10..1.25) x" in x for x in lines),
+          "decode+hog: the p99 row is median (min..max) of rep ratios")
+
+
+def test_worst_of_three():
+    # Medians meet the targets; one repetition does not: the verdict is MISS.
+    alone, got = decode_hog([85, 90, 76], [96, 94, 99], [12, 11, 13])
+    _, v = fair_report.judge_mix("decode+hog", DECODE_HOG, False,
+                                 ["sliced", "default", "priority"], alone, got, 3)
+    check(verdict(v, "no-loss") == [False, True],
+          "worst of three: decode at 76 % beside sliced's 80 % misses (slack 3 points)")
+    check(verdict(v, "prio-speed") == [False], "worst of three: 94 % of alone misses 95 %")
+    check(verdict(v, "prio-p99") == [False], "worst of three: p99 1.3 x misses 1.25 x")
+
+
+def test_same_repetition():
+    # Each rep is judged against its own alone and sliced: a slow rep whose
+    # alone was slow too is not a loss.
+    alone = {"decode": [res(100), res(60), res(100)], "hog": [res(50)] * 3}
+    got = {"sliced": [[res(80), res(45)], [res(48), res(45)], [res(80), res(45)]],
+           "default": [[res(80), res(45)], [res(48), res(45)], [res(80), res(45)]]}
+    _, v = fair_report.judge_mix("decode+hog", DECODE_HOG, False, ["sliced", "default"],
+                                 alone, got, 3)
+    check(all(ok for _, ok, _ in v), f"rates of a slow repetition against its own alone: {v}")
+
+
+def test_saturating():
+    tenants = [("matmul", 25), ("matmul", 75)]
+    alone = {"matmul": [res(100)] * 3}
+    got = {"sliced": [[res(50), res(49)]] * 3,
+           "default": [[res(25.5), res(74)], [res(24), res(75.5)], [res(26), res(73.5)]],
+           "force": [[res(25), res(75)], [res(24), res(73)], [res(25), res(72.5)]]}
+    _, v = fair_report.judge_mix("matmul 25+75", tenants, True, ["sliced", "default", "force"],
+                                 alone, got, 3)
+    check(verdict(v, "no-loss") == [True, True],
+          "saturating: the 25 % tenant below its sliced 50 % but at its floor is no loss")
+    check(verdict(v, "split") == [True, True], "saturating: 25/75 within 2 points")
+    check(verdict(v, "together") == [True], "saturating: 98.5 % together >= 97 %")
+    check(verdict(v, "force") == [True, False], "force: 72.5 for a cap of 75 misses by 2.5")
+    check(verdict(v, "aggregate") == [True], "saturating: the aggregate vs sliced")
+
+
+def test_non_saturating_is_held_to_sliced():
+    # A decode tenant above its floor but below what time-slicing gave it
+    # has lost: the floor exemption is for saturating mixes only.
+    alone, got = decode_hog([60, 60, 60], [96, 96, 96], [10, 10, 10])
+    _, v = fair_report.judge_mix("decode+hog", DECODE_HOG, False,
+                                 ["sliced", "default", "priority"], alone, got, 3)
+    check(verdict(v, "no-loss")[0] is False, "decode at 60 % (floor 25) under sliced's 80 %")
+
+
+def test_sweep_and_summary():
+    alone, got = decode_hog([85] * 3, [96] * 3, [11] * 3)
+    lines = fair_report.sweep_lines([("hog", DECODE_HOG, alone, got)], 3)
+    check(len(lines) == 2 and "1.600 (1.600..1.600)" in lines[1] and
+          "96.0 (96.0..96.0)" in lines[1], f"sweep row: kernel ms and decode %: {lines}")
+    s = fair_report.summary_lines([("aggregate", True, "a: ok"), ("aggregate", False, "b: bad"),
+                                   ("force", True, "c")])
+    check(s[1].startswith("MISS default: every mix's aggregate") and "(1 of 2 met)" in s[1]
+          and s[2].strip() == "b: bad", f"summary: MISS with the missed verdict: {s}")
+    check(s[0].startswith("n/a  every repetition"), "summary: a target judged nowhere is n/a")
+    check(any(x.startswith("PASS force:") for x in s), "summary: PASS where all were met")
+
+
+# ---- fair.py end to end, stub tenants --------------------------------
+
+def stub():
+    """A served workload: READY, then per 'go' line the next rate of its
+    row in the table (STUB_TABLE, JSON: {tenant label: [[rate, p99], ...]}),
+    one row per window it is asked for."""
+    table = json.load(open(os.environ["STUB_TABLE"]))
+    label = os.environ["FAIR_TENANT"]
+    if os.environ.get("STUB_CUSHARE") and os.environ["FAIR_CONFIG"] in ("alone", "sliced"):
+        print(f"ERROR {label}: native tenant run under cushare", flush=True)
+    rows, k = table[label], 0
+    print("READY", flush=True)
+    for line in sys.stdin:
+        if line.startswith("quit"):
+            return 0
+        rate, p99 = rows[k % len(rows)]
+        k += 1
+        kernel = " kernel_ms=1.5" if line.split()[4:] == ["gpu"] else ""
+        print(f"RESULT workload=stub rate={rate} p99_ms={p99} step_p99_ms=1{kernel}", flush=True)
+    return 0
+
+
+def cushare_stub(argv):
+    """`cushare run --sm L --policy P [--priority N] -- CMD`: checks the
+    arguments fair.py gives for the tenant's configuration, then runs CMD."""
+    i = argv.index("--")
+    opts, cmd = argv[:i], argv[i + 1:]
+    config = os.environ["FAIR_CONFIG"]
+    want_policy = "force" if config == "force" else "default"
+    ok = opts[:2] == ["run", "--sm"] and opts[3:5] == ["--policy", want_policy] and \
+        (("--priority" in opts) == (config == "priority"))
+    if not ok:
+        print(f"ERROR cushare stub: {config}: unexpected {opts}", flush=True)
+        return 1
+    os.execvpe(cmd[0], cmd, dict(os.environ, STUB_CUSHARE="1"))
+
+
+def run_fair(table, mixes, extra=()):
+    with tempfile.TemporaryDirectory(prefix="fair-test-") as d:
+        path = os.path.join(d, "table.json")
+        json.dump(table, open(path, "w"))
+        me = os.path.abspath(__file__)
+        args = [sys.executable, os.path.join(BENCH, "fair.py"),
+                "--cushare", os.path.join(d, "cushare"),
+                "--workload", f"decode={sys.executable} {me} --stub",
+                "--workload", f"hog={sys.executable} {me} --stub",
+                "--reps", "3", "--secs", "0.01", "--warmup", "0", "--settle", "0",
+                "--start-delay", "0", "--setup-timeout", "60", "--out", d] + list(extra)
+        for m in mixes:
+            args += ["--mix", m]
+        with open(os.path.join(d, "cushare"), "w") as f:
+            f.write(f"#!/bin/sh\nexec {sys.executable} {me} --cushare-stub \"$@\"\n")
+        os.chmod(os.path.join(d, "cushare"), 0o755)
+        p = subprocess.run(args, env=dict(os.environ, STUB_TABLE=path), text=True,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
+        path = os.path.join(d, "fair-bench.csv")
+        csv = open(path).read() if os.path.exists(path) else ""
+        return p.returncode, p.stdout, csv
+
+
+def table_decode_hog(prio_rates):
+    """Repetition 2 is slow for every decode tenant, alone too: judged
+    against its own repetition's alone speed it loses nothing."""
+    alone = {"alone decode": [[100, 10], [60, 10], [100, 10]], "alone hog": [[50, 5]]}
+    mix = "decode+hog"
+    t = dict(alone)
+    t[f"{mix} sliced 0:decode@25"] = [[80, 12], [48, 12], [80, 12]]
+    t[f"{mix} sliced 1:hog@75"] = [[45, 5]]
+    t[f"{mix} default 0:decode@25"] = [[85, 11], [51, 11], [85, 11]]
+    t[f"{mix} default 1:hog@75"] = [[45, 5]]
+    t[f"{mix} priority 0:decode@25"] = [[r, 11] for r in prio_rates]
+    t[f"{mix} priority 1:hog@75"] = [[40, 5]]
+    t["priority sweep hog2 sliced 0:decode@25"] = [[70, 14]]
+    t["priority sweep hog2 sliced 1:hog2@75"] = [[45, 5]]
+    t["priority sweep hog2 priority 0:decode@25"] = [[90, 12]]
+    t["priority sweep hog2 priority 1:hog2@75"] = [[40, 5]]
+    t["alone hog2"] = [[50, 5]]
+    return t
+
+
+def test_fair_end_to_end():
+    rc, out, csv = run_fair(table_decode_hog([97, 58.8, 96]), ["decode+hog"],
+                            ["--workload", f"hog2={sys.executable} {os.path.abspath(__file__)} "
+                             "--stub", "--sweep", "hog2", "--sweep", "hog"])
+    check(rc == 0, f"fair.py, every target met, each repetition against its own alone: "
+          f"exit {rc}\n{out}")
+    check("PASS priority: the decode tenant keeps >= 95 % of its alone speed (1 of 1 met)" in out,
+          "fair.py: the priority verdict in the summary")
+    check(csv.count("\n") == 1 + 3 * 3 * 2 + 3 * 2 * 2,
+          "fair.py: one CSV row per repetition, configuration and tenant (sweep included)")
+    sweep = out[out.find("== priority bound"):]
+    check("hog2 " in sweep and "hog " in sweep and "1.500 (1.500..1.500)" in sweep,
+          f"fair.py: the sweep lists each hog with its kernel length:\n{sweep}")
+    check("priority sweep hog2" in out and "MISS" not in out,
+          "fair.py: a sweep point is shown, never judged")
+
+    rc, out, _ = run_fair(table_decode_hog([97, 54, 96]), ["decode+hog"])
+    check(rc == 1, f"fair.py, one repetition's decode at 90 % of its alone: exit {rc}")
+    check("MISS priority: the decode tenant keeps >= 95 % of its alone speed (0 of 1 met)" in out
+          and "worst 90.0 %" in out, "fair.py: the worst repetition decides")
+
+
+def test_fair_fresh():
+    # --fresh starts each window's tenants for it: the stubs then answer
+    # their first row, so every repetition reads repetition 1's rates.
+    rc, out, csv = run_fair(table_decode_hog([97, 54, 96]), ["decode+hog"], ["--fresh"])
+    check(rc == 0 and csv.count("\n") == 1 + 3 * 3 * 2,
+          f"fair.py --fresh: every window with tenants of its own: exit {rc}\n{out}")
+
+
+def test_fair_tenant_failure():
+    t = table_decode_hog([97] * 3)
+    del t["decode+hog default 1:hog@75"]   # its stub dies on setup (KeyError)
+    rc, out, _ = run_fair(t, ["decode+hog"])
+    check(rc == 3 and "decode+hog default 1:hog@75: exited" in out,
+          f"fair.py: a tenant that dies is named and fails the run: exit {rc}\n{out}")
+
+
+def main():
+    if sys.argv[1:2] == ["--stub"]:
+        return stub()
+    if sys.argv[1:2] == ["--cushare-stub"]:
+        return cushare_stub(sys.argv[2:])
+    for name, fn in list(globals().items()):
+        if name.startswith("test_") and callable(fn):
+            fn()
+    print("FAIL" if FAILS else "PASS", f"{len(FAILS)} failed")
+    return 1 if FAILS else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
