@@ -18,27 +18,17 @@ tokens of a call (a decode step; generate synchronises after each). With
 per window asked for (timing.serve).
 """
 import argparse
+import os
+import sys
 import time
 
 import torch
 
 from timing import add_serve_arg, add_timing_args, limiter_note, serve, wait_for_start
 
-
-def build(layers):
-    from transformers import LlamaConfig, LlamaForCausalLM
-    cfg = LlamaConfig(vocab_size=32000, hidden_size=2048, intermediate_size=5632,
-                      num_hidden_layers=layers, num_attention_heads=32, num_key_value_heads=8,
-                      max_position_embeddings=2048, tie_word_embeddings=False)
-    torch.manual_seed(0)
-    prev = torch.get_default_dtype()
-    torch.set_default_dtype(torch.bfloat16)
-    try:
-        with torch.device("cuda"):
-            model = LlamaForCausalLM(cfg)
-    finally:
-        torch.set_default_dtype(prev)
-    return model.to(device="cuda", dtype=torch.bfloat16).eval()
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests",
+                                "gpu", "workloads"))
+import llama  # noqa: E402
 
 
 def step_clock(batch):
@@ -75,7 +65,7 @@ def main():
     add_serve_arg(p)
     a = p.parse_args()
     from transformers import StoppingCriteriaList
-    model = build(a.layers)
+    model = llama.build(a.layers, seeded=False)
     g = torch.Generator(device="cuda").manual_seed(0)
     ids = torch.randint(0, 32000, (a.batch_size, a.prompt), device="cuda", generator=g)
     clock = step_clock(a.batch_size)
