@@ -135,7 +135,8 @@ void cs__fair_decide(const struct cs_fair_in *in, struct cs_fair_out *out)
         return;
     }
     /* Unknown utilisation fails closed: as if saturated. */
-    bool saturated = in->device_busy_pm < 0 || (uint32_t)in->device_busy_pm >= CS_FAIR_SATURATED_PM;
+    bool saturated = in->device_busy_pm < 0 || in->windows ||
+                     (uint32_t)in->device_busy_pm >= CS_FAIR_SATURATED_PM;
     if (!saturated || !rivals)
         return;
     bool over = in->held || cs__fair_wants_more(in->use_pm, ent);

@@ -72,6 +72,10 @@ struct cs_fair_in {
     bool filling;            /* our own queue on the GPU stayed non-empty
                                 while we were not held: we fill the GPU */
     int device_busy_pm;      /* device busy over the last second; -1 unknown */
+    bool windows;            /* we take turns in windows with every busy
+                                tenant now: the GPU idles only in their
+                                gaps (after a sync inside a window), which
+                                is no spare capacity to release us into */
     uint32_t foreign_pm;     /* busy time of processes on no board entry */
     int npeers;              /* at most CS_FAIR_MAX_PEERS are read */
     const struct cs_fair_peer *peers;

@@ -721,9 +721,12 @@ static int64_t pace_wait(struct cs_lim_dev *D, int64_t now, struct cs_lim_hold *
 {
     struct cs_window w = window_of(D);
     /* A short run-ahead (a rival waits on our queue, fair.h) comes with as
-     * little credit: what idle time earns would otherwise queue at once. */
+     * little credit: what idle time earns would otherwise queue at once.
+     * Not inside windows: every busy tenant takes turns then, nobody's
+     * work waits behind ours in our window, and with that little credit
+     * the law would stop us in it after a millisecond and idle the GPU. */
     int64_t guard = __atomic_load_n(&D->ahead_ns, __ATOMIC_RELAXED);
-    cs__law_set_credit(&D->law, guard ? guard : w.len_ns ? w.period_ns + D->law.ahead_ns : 0);
+    cs__law_set_credit(&D->law, w.len_ns ? w.period_ns + D->law.ahead_ns : guard);
     int64_t wait = cs__law_wait(&D->law, now);
     int64_t queue_end = D->queue_end_ns > now ? D->queue_end_ns : now;
     *hold = (struct cs_lim_hold){.idle_from = queue_end,

@@ -34,7 +34,7 @@ static const char **tenant(const char *gpu, const char *name, const char *limit)
     env[n++] = lim_kv("CUDA_DEVICE_MEMORY_SHARED_CACHE=%s", lim_path(lim_kv("%s.ledger", name)));
     env[n++] = "GPU_CORE_UTILIZATION_POLICY=default";
     if (getenv("CONSERVE_LOG"))
-        env[n++] = "CUSHARE_LOG_LEVEL=info";
+        env[n++] = getenv("CONSERVE_LOG");
     env[n++] = lim_kv("CUSHARE_BOARD=%s", lim_path(lim_kv("%s.board", gpu)));
     if (limit)
         env[n++] = lim_kv("CUDA_DEVICE_SM_LIMIT=%s", limit);

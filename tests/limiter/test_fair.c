@@ -141,6 +141,20 @@ static void conserving(void)
     /* ... not on an unsaturated device (nothing is contended). */
     o = decide(false, 7500, 4700, 9000, true, 1, &m25);
     CHECK(!o.engaged);
+    /* Taking turns, the GPU idles only in the windows' own gaps (after a
+     * sync inside a window): that is no spare capacity, so the tenants
+     * stay held and keep their windows. */
+    struct cs_fair_peer w75 = {.floor_pm = 7500, .use_pm = 7000, .held = true, .filling = true};
+    struct cs_fair_in in = {.floor_pm = 2500, .use_pm = 2300, .held = true, .filling = true,
+                            .device_busy_pm = 9300, .npeers = 1, .peers = &w75};
+    cs__fair_decide(&in, &o);
+    CHECK(!o.engaged);
+    in.windows = true;
+    cs__fair_decide(&in, &o);
+    CHECK(o.engaged);
+    CHECK_EQ(o.why, CS_FAIR_CONTENDED);
+    CHECK_EQ(o.share_pm, 2500);
+    CHECK(o.turns);
 }
 
 static void floor_under_contention(void)
