@@ -45,7 +45,7 @@ foreach(case launchbound floor saturating)
 endforeach()
 # On a fake GPU that time-slices between contexts (FAKECUDA_TIMESLICE_US).
 foreach(case saturating launchbound)
-  cs_limiter_test(limiter_slice_${case} test_slice.c ARGS ${case})
+  cs_limiter_test(limiter_slice_${case} test_conserve.c ARGS slice_${case})
 endforeach()
 cs_limiter_test(limiter_tenant test_tenant.c)
 # Concurrent devices (MPS): the fake MPS control daemon serves the clients.

@@ -21,7 +21,6 @@
 #include <errno.h>
 #include <linux/futex.h>
 #include <pthread.h>
-#include <stdbool.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -34,7 +33,6 @@
 #include "hook/drv.h"
 #include "hook/runtime.h"
 #include "ledger/ledger.h"
-#include "limiter/limiter.h"
 #include "park/park.h"
 
 #define SUBSYS "park"
@@ -244,30 +242,12 @@ void cs__gate_leave(struct cs_ledger_slot **counted)
         __atomic_fetch_sub(&(*counted)->in_call, 1, __ATOMIC_RELEASE);
 }
 
-/* Whether an entry point waits for the GPU's work to drain (a
- * synchronisation, a synchronous copy back): the limiter learns when a
- * tenant's queue really ran dry from when such a call returns after
- * blocking. Compared with literals, so the compiler folds it away. */
-static inline bool waits_for_gpu(const char *sym)
-{
-    return !__builtin_strcmp(sym, "cuCtxSynchronize") ||
-           !__builtin_strcmp(sym, "cuStreamSynchronize") ||
-           !__builtin_strcmp(sym, "cuStreamSynchronize_ptsz") ||
-           !__builtin_strcmp(sym, "cuEventSynchronize") ||
-           !__builtin_strcmp(sym, "cuMemcpyDtoH_v2");
-}
-
 /* The entry points that only pass the gate (GATE rows of hooks.def). */
-#define GATE_WRAP_GATE(sym, params, args)                  \
-    CUresult CUDAAPI sym params                            \
-    {                                                      \
-        CS_ENTER(sym);                                     \
-        if (!waits_for_gpu(#sym))                          \
-            return cs_real.sym args;                       \
-        int64_t t0_ = cs__now_ns();                        \
-        CUresult r_ = cs_real.sym args;                    \
-        cs__limiter_synced(t0_, cs__now_ns());             \
-        return r_;                                         \
+#define GATE_WRAP_GATE(sym, params, args) \
+    CUresult CUDAAPI sym params           \
+    {                                     \
+        CS_ENTER(sym);                    \
+        return cs_real.sym args;          \
     }
 #define GATE_WRAP_INIT(sym, params, args)
 #define GATE_WRAP_VIEW(sym, params, args)
@@ -281,6 +261,7 @@ static inline bool waits_for_gpu(const char *sym)
 #define GATE_WRAP_GRAPHRUN(sym, params, args)
 #define GATE_WRAP_INSTANTIATE(sym, params, args)
 #define GATE_WRAP_MEMSET(sym, params, args)
+#define GATE_WRAP_SYNC(sym, params, args)
 #define CS_CU(base, sym, since, variant, family, params, args) GATE_WRAP_##family(sym, params, args)
 #define CS_NVML(sym, family, params, args)
 #include "hook/hooks.def"

@@ -309,6 +309,7 @@ static CUresult launch_path(int p, const struct target *t)
 #define MS_CASE_GRAPHRUN(sym, args)
 #define MS_CASE_INSTANTIATE(sym, args)
 #define MS_CASE_GATE(sym, args)
+#define MS_CASE_SYNC(sym, args)
 #define CS_CU(base, sym, since, variant, family, params, args) MS_CASE_##family(sym, args)
 #define CS_NVML(sym, family, params, args)
 #include "hook/hooks.def"
