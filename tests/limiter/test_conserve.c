@@ -15,8 +15,13 @@
  *                the other gets the rest, and little is lost: the two
  *                together keep at least 92 % of the GPU.
  *   saturating   two GPU-bound tenants at 50 and 25 (limits adding up to
- *                75 %): the GPU is split 2:1 by their limits, all of it
- *                used (66.7 and 33.3 %), rather than capped at 50 + 25.
+ *                75 %): the GPU is split 2:1 by their limits, nearly all
+ *                of it used (66.7 and 33.3 %), rather than capped at
+ *                50 + 25. Both fill the GPU, so they take turns in
+ *                windows (as they must on a time-slicing GPU), and each
+ *                loses the moment after each of its syncs inside its own
+ *                window: at least 93 % together (94-96 % measured; 98 %
+ *                interleaved before they took turns).
  *
  * On a GPU that time-slices between contexts (the fake's
  * FAKECUDA_TIMESLICE_US, tests/fakecuda/fake_slice.c: a context with work
@@ -173,7 +178,7 @@ static void saturating(void)
          gpu_bound("l"), (const char *[]){"GPU-bound (50)", "GPU-bound (25)"}, sh, st);
     CHECK_SHARE_STARVED(sh[0][0], 66.7, 2, 4, st[0][0]);
     CHECK_SHARE_STARVED(sh[0][1], 33.3, 2, 4, st[0][1]);
-    CHECK_GE(sh[0][0] + sh[0][1] + st[0][0] + st[0][1], 95);
+    CHECK_GE(sh[0][0] + sh[0][1] + st[0][0] + st[0][1], 93);
 }
 
 int main(int argc, char **argv)
