@@ -147,7 +147,8 @@ struct cs_lim_dev {
     int64_t contended_until;     /* watcher only: hold of the decision */
     int64_t queue_end_ns;        /* when our work launched so far should be
                                     done, by estimate (sampled or not) */
-    int64_t last_issue_ns;       /* our last launch through the slow path */
+    int64_t last_issue_ns;       /* under the mutex: our last launch through
+                                    the slow path */
     int nstreams;
     struct cs_lim_stream *streams[CS_LIM_STREAMS];
     struct cs_lim_sig sigs[CS_LIM_SIGS];

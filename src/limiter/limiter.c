@@ -112,6 +112,11 @@ CS_EXPORT void cushare_limiter_stats(struct cushare_limiter_stats *out)
  * launch finding 0 needs no device lookup and no mutex. Written by the
  * arming launch and the watcher; read by every launch. */
 static uint64_t engaged_bits;
+/* When a call of this process that waited for the GPU last returned
+ * after blocking (cs__limiter_synced); 0 never. Any thread writes it,
+ * launch paths read it (relaxed: one timestamp, a late view only counts
+ * one gap by estimate). */
+static int64_t drained_ns;
 
 int cs__lim_set_engaged(int d, int on)
 {
@@ -145,6 +150,7 @@ void cs__lim_atfork_child(void)
     cs__lim_stats.version = 5;
     __atomic_store_n(&arm_decided, 0, __ATOMIC_RELEASE);
     __atomic_store_n(&cs__lim_armed, 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&drained_ns, 0, __ATOMIC_RELAXED);
 }
 CS_FORK_CHILD_RESET(cs__lim_atfork_child, CS_FORK_LIMITER)
 
@@ -778,12 +784,6 @@ static int64_t turn_wait(struct cs_lim_dev *D, struct cs_lim_ctx *cx, uintptr_t 
         wait = 200000;
     return wait;
 }
-
-/* When a call of this process that waited for the GPU last returned
- * after blocking (cs__limiter_synced); 0 never. Any thread writes it,
- * launch paths read it (relaxed: one timestamp, a late view only counts
- * one gap by estimate). */
-static int64_t drained_ns;
 
 void cs__limiter_synced(int64_t t0, int64_t t1)
 {
