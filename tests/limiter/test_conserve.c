@@ -33,9 +33,9 @@
  *                launches, as bench/limiter's workload): split by their
  *                limits, A:B = 1:3 within 8 %, at least 93 % used. They
  *                take turns in windows; each loses the moment after each
- *                of its syncs inside its own window (the fake's sync wakes
- *                50-200 us late on a loaded CPU: measured A 23.3-23.8, B
- *                69.7-71.5), never gains over its limit. Without turns
+ *                of its syncs inside its own window (the worker's wake-up
+ *                and next launch, slow on a loaded CPU: measured A
+ *                22.7-23.8, B 68.7-71.5), never gains over its limit. Without turns
  *                time-slicing splits them about evenly (45.6 / 51.8
  *                before the tenant under its floor was measured and its
  *                queue judged by its syncs).
@@ -63,7 +63,7 @@ static const char **tenant(const char *gpu, const char *name, const char *limit)
     env[n++] = lim_kv("CUDA_DEVICE_MEMORY_SHARED_CACHE=%s", lim_path(lim_kv("%s.ledger", name)));
     env[n++] = "GPU_CORE_UTILIZATION_POLICY=default";
     if (getenv("CONSERVE_LOG"))
-        env[n++] = getenv("CONSERVE_LOG");
+        env[n++] = "CUSHARE_LOG_LEVEL=info";
     env[n++] = lim_kv("CUSHARE_BOARD=%s", lim_path(lim_kv("%s.board", gpu)));
     if (limit)
         env[n++] = lim_kv("CUDA_DEVICE_SM_LIMIT=%s", limit);
