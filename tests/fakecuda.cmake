@@ -14,6 +14,9 @@ fakecuda_test(fake_multiprocess_memory test_fake_multiprocess_memory.c
   LIBS fakecuda_driver fakecuda_nvml)
 fakecuda_test(fake_time_model test_fake_time_model.c
   LIBS fakecuda_driver fakecuda_nvml)
+# The time-slicing device (FAKECUDA_TIMESLICE_US, fake_slice.c).
+fakecuda_test(fake_timeslice test_fake_timeslice.c
+  LIBS fakecuda_driver fakecuda_nvml)
 fakecuda_test(fake_visible_devices test_fake_visible_devices.c
   LIBS fakecuda_driver fakecuda_nvml)
 fakecuda_test(fake_memory_kinds test_fake_memory_kinds.c

@@ -43,6 +43,10 @@ endforeach()
 foreach(case launchbound floor saturating)
   cs_limiter_test(limiter_conserve_${case} test_conserve.c ARGS ${case})
 endforeach()
+# On a fake GPU that time-slices between contexts (FAKECUDA_TIMESLICE_US).
+foreach(case saturating launchbound)
+  cs_limiter_test(limiter_slice_${case} test_conserve.c ARGS slice_${case})
+endforeach()
 cs_limiter_test(limiter_tenant test_tenant.c)
 # Concurrent devices (MPS): the fake MPS control daemon serves the clients.
 foreach(case alone together filling)
@@ -56,6 +60,7 @@ foreach(case plain hami)
   cs_limiter_test(limiter_signals_${case} test_signals.c ARGS ${case})
 endforeach()
 cs_limiter_test(limiter_nolimit test_nolimit.c)
+cs_limiter_test(limiter_free_path test_free.c)
 # The interposer linked into the test itself (without dlsym.c), so the
 # threaded limiter also runs under ThreadSanitizer.
 set(CS_LIMITER_INPROC_SRC ${CS_LIB_SRC})

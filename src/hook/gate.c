@@ -261,6 +261,7 @@ void cs__gate_leave(struct cs_ledger_slot **counted)
 #define GATE_WRAP_GRAPHRUN(sym, params, args)
 #define GATE_WRAP_INSTANTIATE(sym, params, args)
 #define GATE_WRAP_MEMSET(sym, params, args)
+#define GATE_WRAP_SYNC(sym, params, args)
 #define CS_CU(base, sym, since, variant, family, params, args) GATE_WRAP_##family(sym, params, args)
 #define CS_NVML(sym, family, params, args)
 #include "hook/hooks.def"

@@ -40,10 +40,12 @@
 #define CS_FAIR_AT_FLOOR_PCT 97        /* using 97 % of a share counts as using it all */
 #define CS_FAIR_MAX_PEERS 64
 #define CS_FAIR_PRIORITY_AHEAD_NS 1000000ll /* queue bound beside a higher priority */
+#define CS_FAIR_ABOVE_PM 100u          /* a rival this far over its floor is above it */
 
 /* Why a tenant is held (shown by `cushare top` and `status --json`). */
 enum cs_fair_why {
-    CS_FAIR_FREE = 0,        /* not held: fast path */
+    CS_FAIR_FREE = 0,        /* not held: fast path, or engaged only to be
+                                measured and take turns (under its floor) */
     CS_FAIR_CONTENDED = 1,   /* device saturated, above its entitlement */
     CS_FAIR_CAPPED = 2,      /* policy force: hard cap */
     CS_FAIR_PRIORITY = 3,    /* a higher-priority tenant is busy */
@@ -70,6 +72,10 @@ struct cs_fair_in {
     bool filling;            /* our own queue on the GPU stayed non-empty
                                 while we were not held: we fill the GPU */
     int device_busy_pm;      /* device busy over the last second; -1 unknown */
+    bool windows;            /* we take turns in windows with every busy
+                                tenant now: the GPU idles only in their
+                                gaps (after a sync inside a window), which
+                                is no spare capacity to release us into */
     uint32_t foreign_pm;     /* busy time of processes on no board entry */
     int npeers;              /* at most CS_FAIR_MAX_PEERS are read */
     const struct cs_fair_peer *peers;

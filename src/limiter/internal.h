@@ -36,6 +36,7 @@
 #define CS_LIM_TICK_NS 100000000ll /* watcher period: 100 ms */
 #define CS_LIM_SLEEP_MAX_NS 50000000ll /* one pacing sleep at most 50 ms */
 #define CS_LIM_SAMPLE 8          /* well under the share: measure 1 launch in 8 */
+#define CS_LIM_SYNC_BLOCKED_NS 20000 /* a sync this long waited for the GPU */
 #define CS_LIM_FREE_SAMPLE 32    /* nothing engaged: 1 launch in 32 per thread
                                     takes the slow path, charged for all 32 */
 #define CS_LIM_GROUP 8           /* launches one marker pair may span */
@@ -146,6 +147,8 @@ struct cs_lim_dev {
     int64_t contended_until;     /* watcher only: hold of the decision */
     int64_t queue_end_ns;        /* when our work launched so far should be
                                     done, by estimate (sampled or not) */
+    int64_t last_issue_ns;       /* under the mutex: our last launch through
+                                    the slow path */
     int nstreams;
     struct cs_lim_stream *streams[CS_LIM_STREAMS];
     struct cs_lim_sig sigs[CS_LIM_SIGS];

@@ -4,7 +4,9 @@
  * and per-thread default stream) shares one body; the path tells the
  * limiter which default stream a NULL handle means. The signature
  * (function, grid, block, shared memory; the exec of a graph; a memset's
- * shape) is only computed when the limiter is armed.
+ * shape) is only computed when the limiter is armed. The SYNC rows (calls
+ * that wait for the GPU) are timed here too: when one returns after
+ * blocking, the tenant's queue has just drained (limiter.c).
  */
 
 #include "limiter/limiter.h"
@@ -146,6 +148,17 @@ CUresult CUDAAPI cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS *list, 
 #define MS_WRAP_GRAPHRUN(sym, params, args)
 #define MS_WRAP_INSTANTIATE(sym, params, args)
 #define MS_WRAP_GATE(sym, params, args)
+/* A call that waits for the GPU: when it returns after blocking, our
+ * queue has just drained (limiter.c, cs__limiter_synced). */
+#define MS_WRAP_SYNC(sym, params, args)         \
+    CUresult CUDAAPI sym params                 \
+    {                                           \
+        CS_ENTER(sym);                          \
+        int64_t t0_ = cs__now_ns();             \
+        CUresult r_ = cs_real.sym args;         \
+        cs__limiter_synced(t0_, cs__now_ns());  \
+        return r_;                              \
+    }
 #define CS_CU(base, sym, since, variant, family, params, args) MS_WRAP_##family(sym, params, args)
 #define CS_NVML(sym, family, params, args)
 #include "hook/hooks.def"

@@ -112,6 +112,11 @@ CS_EXPORT void cushare_limiter_stats(struct cushare_limiter_stats *out)
  * launch finding 0 needs no device lookup and no mutex. Written by the
  * arming launch and the watcher; read by every launch. */
 static uint64_t engaged_bits;
+/* When a call of this process that waited for the GPU last returned
+ * after blocking (cs__limiter_synced); 0 never. Any thread writes it,
+ * launch paths read it (relaxed: one timestamp, a late view only counts
+ * one gap by estimate). */
+static int64_t drained_ns;
 
 int cs__lim_set_engaged(int d, int on)
 {
@@ -145,6 +150,7 @@ void cs__lim_atfork_child(void)
     cs__lim_stats.version = 5;
     __atomic_store_n(&arm_decided, 0, __ATOMIC_RELEASE);
     __atomic_store_n(&cs__lim_armed, 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&drained_ns, 0, __ATOMIC_RELAXED);
 }
 CS_FORK_CHILD_RESET(cs__lim_atfork_child, CS_FORK_LIMITER)
 
@@ -721,9 +727,12 @@ static int64_t pace_wait(struct cs_lim_dev *D, int64_t now, struct cs_lim_hold *
 {
     struct cs_window w = window_of(D);
     /* A short run-ahead (a rival waits on our queue, fair.h) comes with as
-     * little credit: what idle time earns would otherwise queue at once. */
+     * little credit: what idle time earns would otherwise queue at once.
+     * Not inside windows: every busy tenant takes turns then, nobody's
+     * work waits behind ours in our window, and with that little credit
+     * the law would stop us in it after a millisecond and idle the GPU. */
     int64_t guard = __atomic_load_n(&D->ahead_ns, __ATOMIC_RELAXED);
-    cs__law_set_credit(&D->law, guard ? guard : w.len_ns ? w.period_ns + D->law.ahead_ns : 0);
+    cs__law_set_credit(&D->law, w.len_ns ? w.period_ns + D->law.ahead_ns : guard);
     int64_t wait = cs__law_wait(&D->law, now);
     int64_t queue_end = D->queue_end_ns > now ? D->queue_end_ns : now;
     *hold = (struct cs_lim_hold){.idle_from = queue_end,
@@ -776,14 +785,36 @@ static int64_t turn_wait(struct cs_lim_dev *D, struct cs_lim_ctx *cx, uintptr_t 
     return wait;
 }
 
-/* A launch that was not held found our queue run dry (by estimate) at
- * `now`: the GPU had none of our work for that long, which the watcher
- * uses to tell a tenant that fills the GPU from one that leaves it idle
- * between launches (device mutex held). */
-static void note_dry(struct cs_lim_dev *D, bool held, int64_t now)
+void cs__limiter_synced(int64_t t0, int64_t t1)
 {
-    if (!held && D->queue_end_ns && now > D->queue_end_ns)
-        __atomic_fetch_add(&D->dry_ns, (uint64_t)(now - D->queue_end_ns), __ATOMIC_RELAXED);
+    if (t1 - t0 >= CS_LIM_SYNC_BLOCKED_NS && __atomic_load_n(&cs__lim_armed, __ATOMIC_RELAXED))
+        __atomic_store_n(&drained_ns, t1, __ATOMIC_RELAXED);
+}
+
+/* Where our queue ran dry before a launch at `now` of weight one (device
+ * mutex held): by estimate, unless a blocking sync since our last launch
+ * says when. The estimate is contention-free time: beside a tenant that
+ * time-slices with us our work drains later than it says, and a tenant
+ * that syncs every few launches would look idle for the difference. */
+static int64_t dry_from(const struct cs_lim_dev *D, uint32_t weight)
+{
+    int64_t drained = __atomic_load_n(&drained_ns, __ATOMIC_RELAXED);
+    /* A free-path sample stands for launches the estimate covers and the
+     * syncs between them do not: only one gap of them would be seen. */
+    if (weight == 1 && D->last_issue_ns && drained > D->last_issue_ns)
+        return drained;
+    return D->queue_end_ns;
+}
+
+/* A launch that was not held found our queue run dry at `now`: the GPU
+ * had none of our work for that long, which the watcher uses to tell a
+ * tenant that fills the GPU from one that leaves it idle between launches
+ * (device mutex held). */
+static void note_dry(struct cs_lim_dev *D, bool held, uint32_t weight, int64_t now)
+{
+    int64_t from = dry_from(D, weight);
+    if (!held && from && now > from)
+        __atomic_fetch_add(&D->dry_ns, (uint64_t)(now - from), __ATOMIC_RELAXED);
 }
 
 /* Waits until the law lets the next launch of device `dev` go; returns
@@ -796,7 +827,8 @@ static void note_dry(struct cs_lim_dev *D, bool held, int64_t now)
  * every pair is complete, and harvesting them all first kept the GPU idle
  * for that long. */
 static struct cs_lim_stream *wait_turn(struct cs_lim_dev *D, struct cs_lim_ctx *cx,
-                                       uintptr_t key, CUstream rec, bool *engaged)
+                                       uintptr_t key, CUstream rec, uint32_t weight,
+                                       bool *engaged)
 {
     for (bool held = false;; held = true) {
         int64_t now = cs__now_ns();
@@ -810,7 +842,7 @@ static struct cs_lim_stream *wait_turn(struct cs_lim_dev *D, struct cs_lim_ctx *
             wait = turn_wait(D, cx, key, rec, *engaged, now, &hold, &st);
         }
         if (!wait) {
-            note_dry(D, held, now);
+            note_dry(D, held, weight, now);
             return st;
         }
         pthread_mutex_unlock(&D->mu);
@@ -852,7 +884,11 @@ static void issue_ticket(struct cs_lim_ticket *t, struct cs_lim_dev *D, struct c
         est = D->est[t->kind];
     t->est = (uint64_t)(est > 0 ? est : 0);
     int64_t now = cs__now_ns();
-    D->queue_end_ns = (D->queue_end_ns > now ? D->queue_end_ns : now) +
+    /* A blocking sync since our last launch drained the queue. */
+    int64_t queued = __atomic_load_n(&drained_ns, __ATOMIC_RELAXED) > D->last_issue_ns
+                         ? now : D->queue_end_ns;
+    D->last_issue_ns = now;
+    D->queue_end_ns = (queued > now ? queued : now) +
                       sig_drain(D, t->sig, (int64_t)t->est) * t->weight;
     t->stream = NULL;
     t->start = NULL;
@@ -959,7 +995,7 @@ void cs__limiter_pace(struct cs_lim_ticket *t, CUstream stream, enum cs_lim_path
         t->kind = pi->kind;
         t->weight = weight;
         bool engaged;
-        struct cs_lim_stream *st = wait_turn(D, cx, key, rec, &engaged);
+        struct cs_lim_stream *st = wait_turn(D, cx, key, rec, weight, &engaged);
         struct cs_capture_guard g;
         cs__capture_unsafe_begin(&g);
         t->occ_ppm = cs__shape_occupancy(D, l);

@@ -79,6 +79,14 @@ void cs__limiter_pace(struct cs_lim_ticket *t, CUstream stream, enum cs_lim_path
                       const struct cs_lim_launch *l);
 void cs__limiter_measure(struct cs_lim_ticket *t, CUresult launched);
 
+/* A call that waits for the GPU (a synchronisation, a blocking copy back)
+ * ran from t0 to t1 (CLOCK_MONOTONIC ns). One that blocked returned when
+ * the work it waited for had drained: the limiter's estimate of when its
+ * queue runs dry (which time-slicing with others makes too early) is
+ * corrected by it, so a tenant that keeps the GPU busy between its syncs
+ * is seen to fill it (docs/limiter.md, "Windows"). */
+void cs__limiter_synced(int64_t t0, int64_t t1);
+
 /* A context of this process is gone (destroyed, or a primary context
  * reset or released for the last time): the limiter forgets it and its
  * events without calling the driver on them, so its table entry can hold

@@ -641,7 +641,9 @@ static void update_window(int d, const struct cs_board_view *v, bool engaged, in
                 "other tenant%s", d, (long long)win.len_ns / 1000, (long long)win.off_ns / 1000,
                 (long long)win.period_ns / 1000, v->nmembers, v->nmembers == 1 ? "" : "s");
     else
-        cs_info(SUBSYS, "device %d: no window: launches whenever the law allows", d);
+        cs_info(SUBSYS, "device %d: no window: launches whenever the law allows (%s, %d of %d "
+                "busy tenants take turns)", d, engaged ? "engaged" : "not engaged",
+                v->nmembers, v->npeers);
 }
 
 /* ---- the share decision (fair.c) ---------------------------------------- */
@@ -717,12 +719,20 @@ static int decide_default(int d, uint32_t ppm, int32_t prio, int util, int forei
         busy = util;
     struct cs_fair_in in = {.floor_pm = D->pct * 100, .use_pm = ppm / 100, .priority = prio,
                             .filling = filling(d), .held = held(d),
+                            .windows = __atomic_load_n(&D->window, __ATOMIC_RELAXED) != 0,
                             .device_busy_pm = busy < 0 ? -1 : busy > 100 ? 10000 : busy * 100,
                             .foreign_pm = unexplained > 0 ? (uint32_t)unexplained * 100 : 0,
                             .npeers = v->npeers, .peers = peers};
     struct cs_fair_out out;
     cs__fair_decide(&in, &out);
     __typeof__(W.dev[0]) *w = &W.dev[d];
+    if (out.engaged && out.turns != w->fair.turns)
+        cs_debug(SUBSYS, "device %d: %s turns (%s, %s the GPU: queue dry %.1f ms of %.1f ms "
+                 "not held)", d, out.turns ? "takes" : "takes no", cs__fair_why_name(out.why),
+                 in.filling ? "fills" : "does not fill",
+                 (double)ring_delta(W.dry, d, CS_WATCH_WINDOW) / 1e6,
+                 (double)((int64_t)ring_span(CS_WATCH_WINDOW) * CS_LIM_TICK_NS -
+                          (int64_t)ring_delta(W.slept, d, CS_WATCH_WINDOW)) / 1e6);
     if (out.engaged) {
         D->contended_until = now + CS_WATCH_HOLD_NS;
         w->fair = out;

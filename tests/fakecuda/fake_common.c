@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -70,6 +71,7 @@ static void read_config(void)
     if (!fc_cfg.util_window_ns)
         fc_cfg.util_window_ns = 1000000000ULL;
     fc_cfg.ctx_switch_ns = env_u64("FAKECUDA_CTX_SWITCH_US", 0, 0) * 1000ULL;
+    fc_cfg.timeslice_ns = env_u64("FAKECUDA_TIMESLICE_US", 0, 0) * 1000ULL;
     fc_cfg.power_busy_w = env_u64("FAKECUDA_POWER_BUSY_W", 0, 0);
     fc_cfg.power_idle_w = env_u64("FAKECUDA_POWER_IDLE_W", 100, 0);
     fc_cfg.power_cap_w = env_u64("FAKECUDA_POWER_CAP_W", 700, 0);
@@ -171,11 +173,20 @@ uint64_t fc_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
+/* A synchronisation on the real driver returns within microseconds of the
+ * work's end (it spins or yields by default); a sleep with the thread's
+ * timer slack (50 us by default) woke every sync that much late, time in
+ * which a tenant taking turns had nothing queued in its own window. */
 void fc_sleep_until(uint64_t ns)
 {
     struct timespec ts = {(time_t)(ns / 1000000000ULL), (long)(ns % 1000000000ULL)};
+    int slack = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+    if (slack > 1)
+        prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
     while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
     }
+    if (slack > 1)
+        prctl(PR_SET_TIMERSLACK, (unsigned long)slack, 0, 0, 0);
 }
 
 /* ---- process table ------------------------------------------------------ */
@@ -639,7 +650,7 @@ void fc_export_importers(int slot, uint64_t gen, int delta)
 
 /* Appends an interval to the ring, merged with the last one when that is
  * the same pid's and ends where this starts (pid -1 is never merged). */
-static void ring_add_locked(struct fakecuda_device *D, uint64_t start, uint64_t end, int pid)
+void fc_ring_add_locked(struct fakecuda_device *D, uint64_t start, uint64_t end, int pid)
 {
     uint64_t h = D->ring_head;
     struct fakecuda_interval *last = h ? &D->ring[(h - 1) % FAKECUDA_RING] : NULL;
@@ -662,7 +673,7 @@ static uint64_t take_turn_locked(struct fakecuda_device *D, int owner, uint64_t 
     if (t < busy)
         t = busy;
     if (sw && D->last_owner && D->last_owner != owner && t < busy + sw) {
-        ring_add_locked(D, t, busy + sw, -1);
+        fc_ring_add_locked(D, t, busy + sw, -1);
         t = busy + sw;
     }
     return t;
@@ -835,7 +846,7 @@ static uint64_t schedule_mps_locked(struct fakecuda_device *D, int pid, uint64_t
     uint32_t width = cap && cap < occ ? cap : occ;
     struct fit f = prof_fit(D, start, width, (unsigned __int128)occ * w->dur);
     prof_take(D, &f, width);
-    ring_add_locked(D, f.first, f.end, pid);
+    fc_ring_add_locked(D, f.first, f.end, pid);
     if (f.end > D->busy_until_ns)
         __atomic_store_n(&D->busy_until_ns, f.end, __ATOMIC_RELEASE);
     *first = f.first;
@@ -851,6 +862,15 @@ uint64_t fc_schedule(int dev, const struct fc_work *w)
     uint64_t now = fc_now_ns();
     uint64_t ready = w->not_before > now ? w->not_before : now;
     uint64_t start = ready, end, mine = w->dur, fresh = w->dur;
+    if (fc_slice_on(dev)) { /* timed later, as the device runs it */
+        if (w->launch) {
+            __atomic_fetch_add(&D->launches, 1, __ATOMIC_RELAXED);
+            struct fakecuda_proc *p = fc_proc_self();
+            if (p)
+                __atomic_fetch_add(&p->launches[dev], 1, __ATOMIC_RELAXED);
+        }
+        return fc_slice_submit(dev, pid, w->dur);
+    }
     fakecuda_lock(&D->lock);
     if (!w->dur) {
         end = mps ? mps_start_locked(D, ready) : ready > D->busy_until_ns ? ready : D->busy_until_ns;
@@ -862,7 +882,7 @@ uint64_t fc_schedule(int dev, const struct fc_work *w)
         end = start + w->dur;
         D->last_owner = pid;
         __atomic_store_n(&D->busy_until_ns, end, __ATOMIC_RELEASE);
-        ring_add_locked(D, start, end, pid);
+        fc_ring_add_locked(D, start, end, pid);
     }
     fakecuda_unlock(&D->lock);
     if (w->launch)
@@ -893,6 +913,11 @@ uint64_t fc_event_ns(int dev, uint64_t tail, int timeslice)
 
 uint64_t fc_busy_in_window(int dev, int pid, uint64_t from, uint64_t to)
 {
+    if (fc_slice_on(dev)) { /* the timeline is written as the device runs */
+        fakecuda_lock(&fc_S->dev[dev].lock);
+        fc_slice_advance_locked(dev, fc_now_ns());
+        fakecuda_unlock(&fc_S->dev[dev].lock);
+    }
     return fakecuda_busy_in_window(fc_S, dev, pid, from, to);
 }
 

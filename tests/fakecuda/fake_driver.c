@@ -773,10 +773,11 @@ FC_EXPORT CUresult CUDAAPI cuCtxSynchronize(void)
     if (r == CUDA_SUCCESS)
         r = fc_cap_ctx_sync(c);
     uint64_t until = r == CUDA_SUCCESS ? c->tail_ns : 0;
+    int phys = r == CUDA_SUCCESS ? c->o.phys : -1;
     fc_unlock();
     if (r != CUDA_SUCCESS)
         return r;
-    fc_ckpt_sleep_until(until);
+    fc_slice_wait(phys, until);
     fc_lock();
     if (fc_obj_get(c, FC_T_CTX))
         fc_pools_sync_trim(c->o.phys);

@@ -83,6 +83,33 @@ CUresult fc_stream_resolve(CUstream h, int ptsz, struct fc_sref *out)
     return CUDA_SUCCESS;
 }
 
+uint64_t fc_slice_wait(int dev, uint64_t v)
+{
+    for (;;) {
+        uint64_t bound = 0, t = fc_slice_resolve(dev, v, &bound);
+        if (!(t & FC_SLICE_TOKEN)) {
+            fc_ckpt_sleep_until(t);
+            return t;
+        }
+        /* It cannot end before its context's work up to it has run; the
+         * others' slices only push it later: look again then. */
+        uint64_t soon = fc_now_ns() + 20000;
+        fc_ckpt_sleep_until(bound > soon ? bound : soon);
+    }
+}
+
+/* A stream tail or event time as a time (a time-slicing device's token
+ * resolved and stored back once its work completed); under fc_mu. */
+static uint64_t settle(int dev, uint64_t *v)
+{
+    if (*v & FC_SLICE_TOKEN) {
+        uint64_t t = fc_slice_resolve(dev, *v, NULL);
+        if (!(t & FC_SLICE_TOKEN))
+            *v = t;
+    }
+    return *v;
+}
+
 void fc_enqueue(struct fc_sref *s, uint64_t dur, uint32_t occ_ppm, int launch)
 {
     struct fc_work w = {.not_before = *s->tail, .dur = dur, .occ_ppm = occ_ppm, .launch = launch};
@@ -529,7 +556,7 @@ static CUresult stream_sync(CUstream h, int ptsz)
     fc_unlock();
     if (r != CUDA_SUCCESS)
         return r;
-    fc_ckpt_sleep_until(until);
+    fc_slice_wait(phys, until);
     fc_lock();
     fc_pools_sync_trim(phys);
     fc_unlock();
@@ -555,7 +582,7 @@ static CUresult stream_query(CUstream h, int ptsz)
     CUresult r = fc_stream_resolve(h, ptsz, &s);
     if (r == CUDA_SUCCESS)
         r = fc_cap_stream_sync(&s);
-    if (r == CUDA_SUCCESS && *s.tail > fc_now_ns())
+    if (r == CUDA_SUCCESS && (settle(s.ctx->o.phys, s.tail), *s.tail > fc_now_ns()))
         r = CUDA_ERROR_NOT_READY;
     fc_unlock();
     return r;
@@ -686,7 +713,9 @@ static CUresult event_record(CUevent ev, CUstream h, unsigned flags, int ptsz)
          * MPS client's completes when the MPS server's context reaches it
          * after the stream's own work: a pair around a kernel spans that
          * kernel (stretched if it had to share), not other clients' work. */
-        e->ts_ns = fc_event_ns(s.ctx->o.phys, *s.tail, event_timeslice());
+        int phys = s.ctx->o.phys;
+        e->ts_ns = fc_slice_on(phys) ? fc_slice_submit(phys, getpid(), 0)
+                                     : fc_event_ns(phys, *s.tail, event_timeslice());
         e->recorded = 1;
     }
     fc_unlock();
@@ -725,7 +754,7 @@ FC_EXPORT CUresult CUDAAPI cuEventQuery(CUevent hEvent)
     CUresult r = !e ? CUDA_ERROR_INVALID_HANDLE : fc_cap_event_use(e, FC_EV_QUERY);
     if (r == CUDA_SUCCESS)
         r = fc_cap_unsafe();
-    if (r == CUDA_SUCCESS && e->recorded && e->ts_ns > fc_now_ns())
+    if (r == CUDA_SUCCESS && e->recorded && (settle(e->o.phys, &e->ts_ns), e->ts_ns > fc_now_ns()))
         r = CUDA_ERROR_NOT_READY;
     fc_unlock();
     return r;
@@ -744,7 +773,7 @@ FC_EXPORT CUresult CUDAAPI cuEventSynchronize(CUevent hEvent)
     fc_unlock();
     if (r != CUDA_SUCCESS)
         return r;
-    fc_ckpt_sleep_until(until);
+    fc_slice_wait(phys, until);
     fc_lock();
     fc_pools_sync_trim(phys);
     fc_unlock();
@@ -758,7 +787,6 @@ static CUresult elapsed(float *ms, CUevent a, CUevent b)
     fc_lock();
     struct fc_event *s = (struct fc_event *)fc_obj_get(a, FC_T_EVENT);
     struct fc_event *e = (struct fc_event *)fc_obj_get(b, FC_T_EVENT);
-    uint64_t now = fc_now_ns();
     CUresult r = !s || !e ? CUDA_ERROR_INVALID_HANDLE : fc_cap_event_use(s, FC_EV_ELAPSED);
     if (r == CUDA_SUCCESS)
         r = fc_cap_event_use(e, FC_EV_ELAPSED);
@@ -766,7 +794,8 @@ static CUresult elapsed(float *ms, CUevent a, CUevent b)
         goto out;
     if (!s->recorded || !e->recorded || ((s->flags | e->flags) & CU_EVENT_DISABLE_TIMING))
         r = CUDA_ERROR_INVALID_HANDLE;
-    else if (s->ts_ns > now || e->ts_ns > now)
+    else if (settle(s->o.phys, &s->ts_ns), settle(e->o.phys, &e->ts_ns),
+             s->ts_ns > fc_now_ns() || e->ts_ns > fc_now_ns())
         r = CUDA_ERROR_NOT_READY;
     else
         *ms = (float)(((double)e->ts_ns - (double)s->ts_ns) / 1e6);

@@ -37,6 +37,7 @@ struct fc_config {
     uint64_t graph_ns;        /* FAKECUDA_GRAPH_US * 1000 */
     uint64_t util_window_ns;  /* FAKECUDA_UTIL_WINDOW_MS * 1e6 */
     uint64_t ctx_switch_ns;   /* FAKECUDA_CTX_SWITCH_US * 1e3 */
+    uint64_t timeslice_ns;    /* FAKECUDA_TIMESLICE_US * 1e3 (0: FIFO timeline) */
     uint64_t power_busy_w;    /* FAKECUDA_POWER_BUSY_W (0: no power/DVFS model) */
     uint64_t power_idle_w;    /* FAKECUDA_POWER_IDLE_W */
     uint64_t power_cap_w;     /* FAKECUDA_POWER_CAP_W */
@@ -143,6 +144,27 @@ uint64_t fc_schedule(int dev, const struct fc_work *w);
  * otherwise after the device's queued work (`timeslice`: after the
  * stream's own only). */
 uint64_t fc_event_ns(int dev, uint64_t tail, int timeslice);
+/* Appends an interval to a device's ring (caller holds D->lock). */
+void fc_ring_add_locked(struct fakecuda_device *D, uint64_t start, uint64_t end, int pid);
+
+/* The time-slicing device (fake_slice.c, FAKECUDA_TIMESLICE_US). A
+ * submission's completion is not known when it is queued: fc_schedule
+ * returns FC_SLICE_TOKEN | seq, which stream tails and event timestamps
+ * hold until it is resolved; a token compares greater than any time. */
+#define FC_SLICE_TOKEN (1ULL << 63)
+/* Whether device `dev` time-slices (the knob is set, not an MPS device). */
+int fc_slice_on(int dev);
+/* Queues `dur` ns of `pid`'s work (0: an event record); its token. */
+uint64_t fc_slice_submit(int dev, int pid, uint64_t dur);
+/* Simulates the device up to `to` (caller holds its lock). */
+void fc_slice_advance_locked(int dev, uint64_t to);
+/* The completion time of `v` (a token or a time; 1: done long ago), or
+ * the token while it runs, with *bound (if not NULL) a time before which
+ * it cannot complete. */
+uint64_t fc_slice_resolve(int dev, uint64_t v, uint64_t *bound);
+/* Sleeps until `v` has completed (fake_exec.c); its completion time. */
+uint64_t fc_slice_wait(int dev, uint64_t v);
+
 /* Busy ns of the timeline (pid 0: any process) inside [from, to). */
 uint64_t fc_busy_in_window(int dev, int pid, uint64_t from, uint64_t to);
 

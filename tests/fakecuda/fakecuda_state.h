@@ -37,7 +37,7 @@
 #include <unistd.h>
 
 #define FAKECUDA_STATE_MAGIC 0x3154534144554346ULL /* "FCUDAST1" */
-#define FAKECUDA_STATE_VERSION 6u
+#define FAKECUDA_STATE_VERSION 7u
 #define FAKECUDA_MAX_DEVICES 16
 #define FAKECUDA_MAX_PROCS 128
 #define FAKECUDA_MAX_HOOKS 256
@@ -45,6 +45,7 @@
 #define FAKECUDA_MAX_EXPORTS 256
 #define FAKECUDA_RING 4096
 #define FAKECUDA_CAPSEGS 2048 /* breakpoints of a device's MPS capacity profile */
+#define FAKECUDA_SLICE_ITEMS 4096 /* work queued on a time-slicing device (FAKECUDA_TIMESLICE_US) */
 #define FAKECUDA_DEFAULT_MEM (16ULL << 30)
 #define FAKECUDA_DEFAULT_SMS 132 /* the H200's (and H100 SXM's) multiprocessors */
 #define FAKECUDA_MAX_SMS 1024
@@ -101,6 +102,18 @@ struct fakecuda_capseg {
     uint32_t pad;
 };
 
+/* A piece of work queued on a time-slicing device (FAKECUDA_TIMESLICE_US,
+ * fake_slice.c): kernels, graph launches, memsets and event records (the
+ * last take no time, but their context must get the device to write
+ * them). Slot = seq % FAKECUDA_SLICE_ITEMS. */
+struct fakecuda_slice_item {
+    uint64_t seq;           /* 0: never used */
+    uint64_t left_ns;       /* device time still to run */
+    uint64_t end_ns;        /* when it completed (valid once done) */
+    int32_t pid;            /* whose context it runs in */
+    uint32_t done;
+};
+
 /* last_owner of a device whose queued work ends with MPS clients' work:
  * the MPS server's one context. */
 #define FAKECUDA_OWNER_MPS (-2)
@@ -135,6 +148,16 @@ struct fakecuda_device {
     struct fakecuda_capseg seg[FAKECUDA_CAPSEGS];
     uint64_t ring_head;     /* intervals appended; slot = index % FAKECUDA_RING */
     struct fakecuda_interval ring[FAKECUDA_RING];
+    /* The time-slicing model (fake_slice.c; under lock): nothing is timed
+     * at submit, the device is simulated lazily up to slice_now. */
+    uint64_t slice_seq;     /* last item queued */
+    uint64_t slice_low;     /* every item below it is done */
+    uint64_t slice_now;     /* the device has been simulated up to here */
+    uint64_t slice_from;    /* the owner's time slice began here */
+    uint64_t slice_last_end;/* end of the last work that ran */
+    int32_t slice_owner;    /* pid whose context holds the device, 0 none */
+    uint32_t slice_pad;
+    struct fakecuda_slice_item slice[FAKECUDA_SLICE_ITEMS];
 };
 
 /* A process that has (or had) a context. pid 0 = free slot. An entry whose

@@ -27,6 +27,10 @@
  * first launch returned: a test waits for conditions, not for time.
  * --log FILE sends the worker's (and so cushare's) stderr to FILE, for a
  * test that waits for what cushare logs.
+ * --until-free first launches and syncs one kernel at a time until the
+ * limiter's watcher has decided and no device is engaged (the free path),
+ * then runs as usual; --out then also holds run_markers, run_paced and
+ * run_free: the counters' growth over the run after that point.
  */
 #define _GNU_SOURCE
 #define __CUDA_API_VERSION_INTERNAL 1
@@ -112,6 +116,9 @@ static void log_to(const char *path)
     close(fd);
 }
 
+/* The counters when the counted run began (--until-free), or NULL. */
+static const struct cushare_limiter_stats *run_base;
+
 static void write_stats(const char *out, uint64_t launches, int64_t elapsed)
 {
     if (!out)
@@ -121,6 +128,12 @@ static void write_stats(const char *out, uint64_t launches, int64_t elapsed)
         return;
     struct cushare_limiter_stats s;
     read_stats(&s);
+    fprintf(f, "free_launches %llu\n", (unsigned long long)s.free_launches);
+    if (run_base)
+        fprintf(f, "run_markers %llu\nrun_paced %llu\nrun_free %llu\n",
+                (unsigned long long)(s.markers - run_base->markers),
+                (unsigned long long)(s.paced_launches - run_base->paced_launches),
+                (unsigned long long)(s.free_launches - run_base->free_launches));
     fprintf(f, "pid %d\nlaunches %llu\nelapsed_ns %lld\narmed %u\npaced %llu\nmeasured %llu\n"
                "markers %llu\nsleeps %llu\nsleep_ns %llu\nparks %llu\nengaged %llu\n",
             (int)getpid(), (unsigned long long)launches, (long long)elapsed, s.armed,
@@ -296,6 +309,7 @@ static CUresult launch_path(int p, const struct target *t)
 #define MS_CASE_GRAPHRUN(sym, args)
 #define MS_CASE_INSTANTIATE(sym, args)
 #define MS_CASE_GATE(sym, args)
+#define MS_CASE_SYNC(sym, args)
 #define CS_CU(base, sym, since, variant, family, params, args) MS_CASE_##family(sym, args)
 #define CS_NVML(sym, family, params, args)
 #include "hook/hooks.def"
@@ -689,7 +703,7 @@ int main(int argc, char **argv)
     double secs = 2;
     unsigned blocks = 1000, sync_every = 4, gap_us = 0, device = 0, graph_kernels = 0;
     const char *path = "cuLaunchKernel", *out = NULL, *mode = "launch", *ready = NULL;
-    int use_stream = 0;
+    int use_stream = 0, until_free = 0;
     long long count = 0;
     struct churn_opts churn = {.max_kib = 16384, .hold = 4, .launches = 4};
     for (int i = 1; i < argc; i++) {
@@ -716,6 +730,8 @@ int main(int argc, char **argv)
             count = atoll(v), i++;
         else if (!strcmp(a, "--stream"))
             use_stream = 1;
+        else if (!strcmp(a, "--until-free"))
+            until_free = 1;
         else if (!strcmp(a, "--max-kib"))
             churn.max_kib = (unsigned)atoi(v), i++;
         else if (!strcmp(a, "--hold"))
@@ -811,6 +827,23 @@ int main(int argc, char **argv)
     struct target tg = {.fn = fn, .blocks = blocks, .stream = stream, .exec = exec};
     if (paths[p].name[2] == 'M') /* cuMemset... */
         CK(cuMemAlloc_v2(&tg.buf, memset_bytes(blocks)));
+    static struct cushare_limiter_stats base;
+    if (until_free) {
+        const int64_t give_up = now_ns() + 20000000000ll;
+        for (;;) {
+            read_stats(&base);
+            if (base.watch_ticks > 0 && !base.engaged_mask)
+                break;
+            if (now_ns() > give_up) {
+                fprintf(stderr, "worker: the limiter never released the device\n");
+                return 4;
+            }
+            CK(launch_path(p, &tg));
+            CK(cuCtxSynchronize());
+            sleep_us(1000);
+        }
+        run_base = &base;
+    }
     const int64_t t0 = now_ns(), end = t0 + (int64_t)(secs * 1e9);
     uint64_t n = 0;
     while (count ? n < (uint64_t)count : churn.stop ? !exists(churn.stop) : now_ns() < end) {

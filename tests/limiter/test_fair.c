@@ -83,11 +83,22 @@ static void conserving(void)
     /* Alone on a saturated device: nobody to yield to. */
     o = decide(false, 2500, 9900, 9900, true, 0, NULL);
     CHECK(!o.engaged);
-    /* Saturated, but we use less than our floor: not held. */
+    /* Saturated, but we use less than our floor: not held. Beside a
+     * rival above its own floor we are engaged all the same, only to be
+     * measured: the law's share is our entitlement, which we do not
+     * reach, and we take no turns while we do not fill the GPU. */
     struct cs_fair_peer hog = {.floor_pm = 7500, .use_pm = 8000};
     o = decide(false, 2500, 2000, 10000, false, 1, &hog);
-    CHECK(!o.engaged);
+    CHECK(o.engaged);
+    CHECK_EQ(o.why, CS_FAIR_FREE);
     CHECK_EQ(o.entitled_pm, 2500);
+    CHECK_EQ(o.share_pm, 2500);
+    CHECK_EQ(o.ahead_ns, 0);
+    CHECK(!o.turns);
+    /* Beside a rival at (not above) its floor: nothing to claim. */
+    struct cs_fair_peer level = {.floor_pm = 7500, .use_pm = 7550};
+    o = decide(false, 2500, 2000, 10000, false, 1, &level);
+    CHECK(!o.engaged);
     /* ... and the hog beside it is entitled to the rest, above its floor. */
     struct cs_fair_peer small = {.floor_pm = 2500, .use_pm = 2000};
     o = decide(false, 7500, 8000, 10000, true, 1, &small);
@@ -116,10 +127,34 @@ static void conserving(void)
     CHECK_EQ(o.why, CS_FAIR_CONTENDED);
     CHECK_EQ(o.share_pm, 2500);
     CHECK(o.turns);
+    /* The 75 is under its floor beside the 25 above its own: engaged to
+     * be measured, not held, and since it fills the GPU it takes turns
+     * with the 25, which on a time-slicing GPU is what gives each its
+     * floor (the 25 has nothing queued outside its window). */
     struct cs_fair_peer m25 = {.floor_pm = 2500, .use_pm = 4700, .filling = true};
     o = decide(false, 7500, 4700, 10000, true, 1, &m25);
-    CHECK(!o.engaged);
+    CHECK(o.engaged);
+    CHECK_EQ(o.why, CS_FAIR_FREE);
     CHECK_EQ(o.entitled_pm, 7500);
+    CHECK_EQ(o.share_pm, 7500);
+    CHECK(o.turns);
+    /* ... not on an unsaturated device (nothing is contended). */
+    o = decide(false, 7500, 4700, 9000, true, 1, &m25);
+    CHECK(!o.engaged);
+    /* Taking turns, the GPU idles only in the windows' own gaps (after a
+     * sync inside a window): that is no spare capacity, so the tenants
+     * stay held and keep their windows. */
+    struct cs_fair_peer w75 = {.floor_pm = 7500, .use_pm = 7000, .held = true, .filling = true};
+    struct cs_fair_in in = {.floor_pm = 2500, .use_pm = 2300, .held = true, .filling = true,
+                            .device_busy_pm = 9300, .npeers = 1, .peers = &w75};
+    cs__fair_decide(&in, &o);
+    CHECK(!o.engaged);
+    in.windows = true;
+    cs__fair_decide(&in, &o);
+    CHECK(o.engaged);
+    CHECK_EQ(o.why, CS_FAIR_CONTENDED);
+    CHECK_EQ(o.share_pm, 2500);
+    CHECK(o.turns);
 }
 
 static void floor_under_contention(void)
