@@ -55,7 +55,8 @@
 #include "ledger/ledger.h"
 
 #define SUBSYS "ledger"
-#define CS_GUARD_MAX 8          /* ledgers one process maps at once */
+#define CS_GUARD_MAX 9          /* ledgers one process maps at once, and the
+                                   board's launch stamps */
 #define CS_GUARD_HEAD 1024      /* the header's immutable part: limits, sizes */
 
 enum { GUARD_MAPPED, GUARD_REPLACING, GUARD_LOST, GUARD_FAILED };
@@ -64,6 +65,7 @@ struct cs_ledger_guard {
     uintptr_t base;                 /* 0: entry free; stored last (release) */
     size_t len;
     int state;                      /* GUARD_*, compare-and-swap */
+    bool plain;                     /* not a ledger: becomes zeros */
     uint8_t head[CS_GUARD_HEAD];    /* header bytes as validated at open */
     char msg[PATH_MAX + 512];       /* the line the handler writes */
     size_t msg_len;
@@ -104,10 +106,12 @@ static enum replaced replace_mapping(struct cs_ledger_guard *g)
         __atomic_store_n(&g->state, GUARD_FAILED, __ATOMIC_RELEASE);
         return REPLACE_FAILED;
     }
-    memcpy(m, g->head, sizeof g->head);
-    struct cs_ledger_header *h = m;
-    for (int d = 0; d < CS_MAX_DEVICES; d++)
-        h->dev[d].used = h->limit[d];
+    if (!g->plain) {
+        memcpy(m, g->head, sizeof g->head);
+        struct cs_ledger_header *h = m;
+        for (int d = 0; d < CS_MAX_DEVICES; d++)
+            h->dev[d].used = h->limit[d];
+    }
     __atomic_store_n(&g->state, GUARD_LOST, __ATOMIC_RELEASE);
     return REPLACED_BY_US;
 }
@@ -167,17 +171,38 @@ static void install_handler_locked(void)
                 "will kill this process", strerror(errno));
 }
 
+/* A free registration with the handler installed, or NULL (guard_mu held). */
+static struct cs_ledger_guard *slot_locked(size_t len, bool plain)
+{
+    install_handler_locked();
+    for (int i = 0; i < CS_GUARD_MAX; i++)
+        if (!guards[i].base) {
+            guards[i].len = len;
+            guards[i].state = GUARD_MAPPED;
+            guards[i].plain = plain;
+            return &guards[i];
+        }
+    return NULL;
+}
+
+struct cs_ledger_guard *cs__ledger_guard_add_plain(void *base, size_t len, const char *msg)
+{
+    pthread_mutex_lock(&guard_mu);
+    struct cs_ledger_guard *g = slot_locked(len, true);
+    if (g) {
+        int n = snprintf(g->msg, sizeof g->msg, "%s\n", msg);
+        g->msg_len = n > 0 && (size_t)n < sizeof g->msg ? (size_t)n : 0;
+        __atomic_store_n(&g->base, (uintptr_t)base, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&guard_mu);
+    return g;
+}
+
 struct cs_ledger_guard *cs__ledger_guard_add(void *base, size_t len, const char *path)
 {
     pthread_mutex_lock(&guard_mu);
-    install_handler_locked();
-    struct cs_ledger_guard *g = NULL;
-    for (int i = 0; i < CS_GUARD_MAX && !g; i++)
-        if (!guards[i].base)
-            g = &guards[i];
+    struct cs_ledger_guard *g = slot_locked(len, false);
     if (g) {
-        g->len = len;
-        g->state = GUARD_MAPPED;
         memcpy(g->head, base, sizeof g->head);
         int n = snprintf(g->msg, sizeof g->msg,
                          "cushare: %s: error: ledger %s was truncated while in use: this "

@@ -212,6 +212,10 @@ const char *cs__ledger_identity_name(uint32_t tier);
  * header and loses the mapping (one error message) when it is damaged. */
 bool cs__ledger_usable(const struct cs_ledger *l);
 struct cs_ledger_guard *cs__ledger_guard_add(void *base, size_t len, const char *path);
+/* The same guard for a shared mapping that is not a ledger (the node
+ * board's launch stamps): a fault in it turns it into private zeros and
+ * writes `msg` (one line, no newline) once. NULL when no slot is free. */
+struct cs_ledger_guard *cs__ledger_guard_add_plain(void *base, size_t len, const char *msg);
 void cs__ledger_guard_remove(struct cs_ledger_guard *g);
 bool cs__ledger_guard_lost(const struct cs_ledger_guard *g);
 void cs__ledger_guard_atfork_child(void);

@@ -741,6 +741,41 @@ static int decide_default(int d, uint32_t ppm, int32_t prio, int util, int forei
     return engaged;
 }
 
+/* Yield on activity (fair.h): while a busy lower-priority tenant shares
+ * device d, our launches are stamped in our board entry for it to see;
+ * while we are held for priority, our launches wait for the busy
+ * higher-priority peers' stamps to be a quiet period old. */
+static void update_stamp(int d, const struct cs_board_view *v)
+{
+    struct cs_lim_dev *D = &cs__lim_devs[d];
+    int64_t quiet = (int64_t)cs__config()->priority_quiet_us * 1000;
+    const uint8_t *uuid = (const uint8_t *)cs__device_info(d)->uuid.bytes;
+    uint64_t *stamp = quiet && v->busy_lower && W.board ? cs__board_stamp(W.board, uuid) : NULL;
+    if ((stamp != NULL) != (__atomic_load_n(&D->stamp, __ATOMIC_RELAXED) != NULL))
+        cs_info(SUBSYS, "device %d: %s launch times (%s)", d, stamp ? "publishing" : "stopped "
+                "publishing", stamp ? "a busy lower-priority tenant yields to them"
+                                    : "no busy lower-priority tenant");
+    cs__lim_set_stamp(d, stamp);
+}
+
+static void update_yield(int d, const struct cs_board_view *v, int32_t prio)
+{
+    struct cs_lim_dev *D = &cs__lim_devs[d];
+    int64_t quiet = (int64_t)cs__config()->priority_quiet_us * 1000;
+    struct cs_lim_quiet q[CS_LIM_QUIET];
+    int n = 0;
+    bool yielding = quiet && W.board && __atomic_load_n(&D->engaged, __ATOMIC_RELAXED) &&
+                    W.dev[d].fair.why == CS_FAIR_PRIORITY;
+    for (int i = 0; yielding && i < v->npeers && n < CS_LIM_QUIET; i++) {
+        if (v->peers[i].priority >= prio)
+            continue;
+        q[n] = (struct cs_lim_quiet){.index = v->peers[i].index};
+        q[n].fd = cs__board_stamps_fd(W.board, &v->peers[i], &q[n].own);
+        n += q[n].fd >= 0 || q[n].own;
+    }
+    cs__lim_set_quiet(d, q, n, quiet);
+}
+
 static void tick(int64_t now)
 {
     const struct cs_ledger_header *h = cs__ledger()->hdr;
@@ -792,6 +827,7 @@ static void tick(int64_t now)
                                       .held = held(d), .filling = filling(d)};
             memcpy(p.uuid, cs__device_info(d)->uuid.bytes, 16);
             cs__board_post(W.board, &p, now);
+            update_stamp(d, &v);
         }
         /* Pairs spanning several launches measure other contexts' slices
          * with ours when a busy co-tenant time-slices with us: only alone,
@@ -835,6 +871,8 @@ static void tick(int64_t now)
             continue;
         }
         int engaged = decide_default(d, ppm, prio, util_now, foreign, &v, now);
+        if (known)
+            update_yield(d, &v, prio);
         if (known)
             apply_share(d, false);
         update_window(d, &v, engaged && W.dev[d].fair.turns, now);

@@ -130,9 +130,9 @@ static void write_stats(const char *out, uint64_t launches, int64_t elapsed)
             (unsigned long long)s.engaged_mask);
     for (int i = 0; i < CS_LIM_NPATHS; i++)
         fprintf(f, "path_%s %llu\n", paths[i].name, (unsigned long long)s.launches_by_path[i]);
-    fprintf(f, "captured %llu\nwindow_waits %llu\nlaw_window_sleep_ns %llu\n",
+    fprintf(f, "captured %llu\nwindow_waits %llu\nlaw_window_sleep_ns %llu\nquiet_waits %llu\n",
             (unsigned long long)s.captured, (unsigned long long)s.window_waits,
-            (unsigned long long)s.law_window_sleep_ns);
+            (unsigned long long)s.law_window_sleep_ns, (unsigned long long)s.quiet_waits);
     fprintf(f, "usr1_before %d\nusr1_after %d\n", (int)usr1_before, (int)usr1_after);
     fclose(f);
 }
