@@ -44,6 +44,9 @@ foreach(case launchbound floor saturating)
   cs_limiter_test(limiter_conserve_${case} test_conserve.c ARGS ${case})
 endforeach()
 cs_limiter_test(limiter_tenant test_tenant.c)
+# Yield on activity: a lower-priority tenant launches only in a
+# higher-priority one's quiet gaps, and freely once it has gone.
+cs_limiter_test(limiter_priority_yield test_priority_yield.c)
 # Concurrent devices (MPS): the fake MPS control daemon serves the clients.
 foreach(case alone together filling)
   cs_limiter_test(limiter_mps_${case} test_mps.c ARGS ${case})

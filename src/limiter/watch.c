@@ -99,6 +99,8 @@ static struct {
                                     the process's launches, markers, pairs, estimates */
         uint32_t logged_pm;      /* share last logged */
         struct cs_fair_out fair; /* the last engaged decision (policy default) */
+        int yielding_to;         /* higher-priority peers whose launch stamps
+                                    our launches wait on (yield on activity) */
     } dev[CS_MAX_DEVICES];
     /* One entry per tick, the last second and one more: the tenant's GPU
      * time, this process's charged time, work and pacing sleep (counters
@@ -774,6 +776,16 @@ static void update_yield(int d, const struct cs_board_view *v, int32_t prio)
         n += q[n].fd >= 0 || q[n].own;
     }
     cs__lim_set_quiet(d, q, n, quiet);
+    /* Said once the launch path has them: a launch after this line waits. */
+    if (n != W.dev[d].yielding_to) {
+        if (n)
+            cs_info(SUBSYS, "device %d: yielding on activity to %d busy higher-priority "
+                    "tenant%s (quiet period %lld us)", d, n, n == 1 ? "" : "s",
+                    (long long)(quiet / 1000));
+        else
+            cs_info(SUBSYS, "device %d: not yielding on activity", d);
+        W.dev[d].yielding_to = n;
+    }
 }
 
 static void tick(int64_t now)

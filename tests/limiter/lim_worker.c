@@ -27,6 +27,10 @@
  * first launch returned: a test waits for conditions, not for time.
  * --log FILE sends the worker's (and so cushare's) stderr to FILE, for a
  * test that waits for what cushare logs.
+ * --trace FILE (launch mode) appends one line per launch, written when it
+ * returns: "<entry ns> <return ns> <quiet_waits> <sleeps>", the launch's
+ * CLOCK_MONOTONIC entry and return times and the limiter's counters after
+ * it, line-buffered so a test can follow it while the worker runs.
  */
 #define _GNU_SOURCE
 #define __CUDA_API_VERSION_INTERNAL 1
@@ -110,6 +114,30 @@ static void log_to(const char *path)
         exit(2);
     }
     close(fd);
+}
+
+/* The --trace file, or NULL. */
+static FILE *open_trace(const char *path)
+{
+    if (!path)
+        return NULL;
+    FILE *f = fopen(path, "we");
+    if (!f) {
+        fprintf(stderr, "worker: cannot write the trace %s\n", path);
+        exit(2);
+    }
+    setvbuf(f, NULL, _IOLBF, 0);
+    return f;
+}
+
+static void trace_launch(FILE *f, int64_t entry, int64_t ret)
+{
+    if (!f)
+        return;
+    struct cushare_limiter_stats s;
+    read_stats(&s);
+    fprintf(f, "%lld %lld %llu %llu\n", (long long)entry, (long long)ret,
+            (unsigned long long)s.quiet_waits, (unsigned long long)s.sleeps);
 }
 
 static void write_stats(const char *out, uint64_t launches, int64_t elapsed)
@@ -689,6 +717,7 @@ int main(int argc, char **argv)
     double secs = 2;
     unsigned blocks = 1000, sync_every = 4, gap_us = 0, device = 0, graph_kernels = 0;
     const char *path = "cuLaunchKernel", *out = NULL, *mode = "launch", *ready = NULL;
+    const char *trace_path = NULL;
     int use_stream = 0;
     long long count = 0;
     struct churn_opts churn = {.max_kib = 16384, .hold = 4, .launches = 4};
@@ -726,6 +755,8 @@ int main(int argc, char **argv)
             ready = v, i++;
         else if (!strcmp(a, "--log"))
             log_to(v), i++;
+        else if (!strcmp(a, "--trace"))
+            trace_path = v, i++;
         else if (!strcmp(a, "--stop"))
             churn.stop = v, i++;
         else if (!strcmp(a, "--pause"))
@@ -811,10 +842,13 @@ int main(int argc, char **argv)
     struct target tg = {.fn = fn, .blocks = blocks, .stream = stream, .exec = exec};
     if (paths[p].name[2] == 'M') /* cuMemset... */
         CK(cuMemAlloc_v2(&tg.buf, memset_bytes(blocks)));
+    FILE *trace = open_trace(trace_path);
     const int64_t t0 = now_ns(), end = t0 + (int64_t)(secs * 1e9);
     uint64_t n = 0;
     while (count ? n < (uint64_t)count : churn.stop ? !exists(churn.stop) : now_ns() < end) {
+        int64_t entry = now_ns();
         CK(launch_path(p, &tg));
+        trace_launch(trace, entry, now_ns());
         if (n++ == 0)
             mark_ready(ready);
         if (sync_every && n % sync_every == 0)
@@ -826,5 +860,7 @@ int main(int argc, char **argv)
     }
     CK(cuCtxSynchronize());
     write_stats(out, n, now_ns() - t0);
+    if (trace)
+        fclose(trace);
     return 0;
 }
