@@ -229,9 +229,25 @@ static void judge_free(const struct trace *l, int64_t from)
     printf("released: %d launches of L after the release, none held\n", l->n - first);
 }
 
+static void stop(const char *name)
+{
+    FILE *f = fopen(lim_path(lim_kv("%s.stop", name)), "w");
+    if (f)
+        fclose(f);
+}
+
+/* A failed CHECK exits: the workers, which run until their stop files
+ * appear, must not outlive the test (CTest would wait for them). */
+static void stop_both(void)
+{
+    stop("h");
+    stop("l");
+}
+
 int main(void)
 {
     lim_dir("priority_yield");
+    atexit(stop_both);
     lim_gpu("gpu.state");
     struct trace h = {.path = lim_path("h.trace")}, l = {.path = lim_path("l.trace")};
     const char *hlog = lim_path("h.log"), *llog = lim_path("l.log");
@@ -253,9 +269,7 @@ int main(void)
      * from here on is about H's absence (it may have been released and
      * engaged again while the two started). */
     long before_stop = log_size(llog);
-    FILE *f = fopen(lim_path("h.stop"), "w");
-    CHECK(f != NULL);
-    fclose(f);
+    stop("h");
     CHECK_EQ(cs_exit_code(cs_wait_child(hp, 20000)), 0);
     trace_follow(&h);
     trace_follow(&l);
@@ -272,9 +286,7 @@ int main(void)
     CS_WAIT_FOR(log_says_after(llog, "pacing released", before_stop), 20000, "L's pacing released after H left");
     const int64_t released = cs_now_ns();
     CS_WAIT_FOR(entered_since(&l, released) >= 200, 20000, "launches of L after its release");
-    f = fopen(lim_path("l.stop"), "w");
-    CHECK(f != NULL);
-    fclose(f);
+    stop("l");
     CHECK_EQ(cs_exit_code(cs_wait_child(lp, 20000)), 0);
     trace_follow(&l);
     judge_free(&l, released);
