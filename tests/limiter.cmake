@@ -21,6 +21,9 @@ cs_limiter_test(limiter_board test_board.c ${CMAKE_SOURCE_DIR}/src/limiter/board
 cs_limiter_test(limiter_board_files test_board_files.c ${CMAKE_SOURCE_DIR}/src/limiter/board.c
   $<TARGET_OBJECTS:cs_common> LABELS sanitize)
 cs_limiter_test(limiter_board_truncate test_board_truncate.c)
+# Not under the sanitizers: they take SIGBUS for themselves.
+cs_limiter_test(limiter_board_stamps_guard test_board_stamps_guard.c
+  ${CMAKE_SOURCE_DIR}/src/limiter/board.c $<TARGET_OBJECTS:cs_common>)
 # Plays a second, hostile user when run as root (tests/multiuser.h);
 # skipped, with the reason printed, where that is impossible.
 cs_limiter_test(limiter_board_hostile test_board_hostile.c

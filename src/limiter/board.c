@@ -62,6 +62,7 @@
 #define CS_BOARD_POSTS 64               /* devices one process posts for */
 #define FALLBACK "priorities of other tenants are unknown, NVML alone decides"
 #define CS_BOARD_VOUCH_BYTE 1 /* POSIX read locks of the processes posting in a file */
+#define STAMPS_LEN (CS_BOARD_ENTRIES * 8u) /* our file's stamps page, as mapped */
 
 /* One busy entry of another tenant, as a reader keeps it. */
 struct seen {
@@ -399,10 +400,11 @@ void cs__board_close(struct cs_board *b)
     if (b->stamps) {
         /* Launch threads may still store into the addresses handed out:
          * private zeros stay mapped there (one page, once per process
-         * image) instead of a hole. */
-        cs__ledger_guard_remove(b->stamps_guard);
-        mmap(b->stamps, CS_BOARD_ENTRIES * 8u, PROT_READ | PROT_WRITE,
+         * image) instead of a hole; the guard goes once nothing there can
+         * fault. */
+        mmap(b->stamps, STAMPS_LEN, PROT_READ | PROT_WRITE,
              MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+        cs__ledger_guard_remove(b->stamps_guard);
     }
     if (b->fd >= 0)
         close(b->fd);
@@ -480,32 +482,69 @@ static void fill_entry(struct cs_board_entry *e, const struct cs_board_post *p, 
     e->check = entry_check(e);
 }
 
-/* Maps our file's stamps page, or maps the file now at our name over the
- * old one (same address, so pointers handed out stay valid), or again
- * after a truncation turned it into private zeros. */
-static void map_stamps(struct cs_board *b)
+/* The first mapping of our file's stamps page, with its SIGBUS guard;
+ * false (nothing mapped) without a guard: a store into a shared page that
+ * a truncation could fault would kill the application. */
+static bool map_stamps_first(struct cs_board *b)
 {
-    if (b->stamps && b->stamps_dev == b->own_dev && b->stamps_ino == b->own_ino &&
-        !cs__ledger_guard_lost(b->stamps_guard))
-        return;
-    long page = sysconf(_SC_PAGESIZE);
-    if (page <= 0 || CS_BOARD_STAMPS_OFF % (unsigned long)page)
-        return; /* pages larger than the layout's alignment: no stamps */
-    void *m = mmap(b->stamps, CS_BOARD_ENTRIES * 8u, PROT_READ | PROT_WRITE,
-                   MAP_SHARED | (b->stamps ? MAP_FIXED : 0), b->fd, CS_BOARD_STAMPS_OFF);
+    void *m = mmap(NULL, STAMPS_LEN, PROT_READ | PROT_WRITE, MAP_SHARED, b->fd,
+                   CS_BOARD_STAMPS_OFF);
     if (m == MAP_FAILED) {
         cs_warn_capped(1, SUBSYS, "node board: cannot map the launch stamps of %s/%s (%s): "
                        "lower-priority tenants will not yield to this one's activity", b->dir,
                        b->name, strerror(errno));
-        return;
+        return false;
     }
-    cs__ledger_guard_remove(b->stamps_guard);
     char msg[PATH_MAX + NAME_MAX + 200];
     snprintf(msg, sizeof msg, "cushare: %s: warning: node board %s/%s was truncated while in "
              "use: this tenant's launch times are published again at its next post", SUBSYS,
              b->dir, b->name);
-    b->stamps_guard = cs__ledger_guard_add_plain(m, CS_BOARD_ENTRIES * 8u, msg);
+    b->stamps_guard = cs__ledger_guard_add_plain(m, STAMPS_LEN, msg);
+    if (!b->stamps_guard) {
+        munmap(m, STAMPS_LEN);
+        cs_warn_capped(1, SUBSYS, "node board: no SIGBUS guard left for the launch stamps of "
+                       "%s/%s: lower-priority tenants will not yield to this one's activity",
+                       b->dir, b->name);
+        return false;
+    }
     b->stamps = m;
+    return true;
+}
+
+/* Maps our file's stamps page: the first time, or the file now at our
+ * name over the old one, or again after a truncation turned it into
+ * private zeros. Later mappings go to the same address, so the pointers
+ * handed out stay valid, and keep the same guard registered throughout. */
+static void map_stamps(struct cs_board *b)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    if (page <= 0 || CS_BOARD_STAMPS_OFF % (unsigned long)page)
+        return; /* pages larger than the layout's alignment: no stamps */
+    if (!b->stamps) {
+        if (map_stamps_first(b)) {
+            b->stamps_dev = b->own_dev;
+            b->stamps_ino = b->own_ino;
+        }
+        return;
+    }
+    bool replaced = cs__ledger_guard_replaced(b->stamps_guard);
+    bool moved = b->stamps_dev != b->own_dev || b->stamps_ino != b->own_ino;
+    /* Intact; or a fault is being handled right now: the next post. */
+    if (!replaced && (!moved || cs__ledger_guard_lost(b->stamps_guard)))
+        return;
+    void *m = mmap(b->stamps, STAMPS_LEN, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, b->fd,
+                   CS_BOARD_STAMPS_OFF);
+    if (m == MAP_FAILED) {
+        /* A failed MAP_FIXED may have unmapped the range: zeros again. */
+        mmap(b->stamps, STAMPS_LEN, PROT_READ | PROT_WRITE,
+             MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+        cs_warn_capped(1, SUBSYS, "node board: cannot map the launch stamps of %s/%s again "
+                       "(%s): lower-priority tenants will not yield to this one's activity",
+                       b->dir, b->name, strerror(errno));
+        return;
+    }
+    if (replaced)
+        cs__ledger_guard_rearm(b->stamps_guard);
     b->stamps_dev = b->own_dev;
     b->stamps_ino = b->own_ino;
 }

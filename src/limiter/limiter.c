@@ -180,10 +180,7 @@ static int64_t quiet_wait(struct cs_lim_dev *D, int64_t now)
     int64_t last[CS_LIM_QUIET];
     for (int i = 0; i < D->nquiet; i++)
         last[i] = cs__board_read_stamp(D->quiet[i].fd, D->quiet[i].own, D->quiet[i].index, now);
-    int64_t wait = cs__fair_quiet_wait(now, last, D->nquiet, D->quiet_ns);
-    if (wait)
-        CS_LIM_STAT_ADD(quiet_waits, 1);
-    return wait;
+    return cs__fair_quiet_wait(now, last, D->nquiet, D->quiet_ns);
 }
 
 int cs__lim_set_engaged(int d, int on)
@@ -786,6 +783,7 @@ static bool law_follow(struct cs_lim_dev *D, int dev, int64_t now)
  * (estimate) to the window's end, the GPU time nobody may use. */
 struct cs_lim_hold {
     int64_t idle_from, window_end;   /* window_end 0: no such hold */
+    bool quiet;                      /* the wait is a yield on activity */
 };
 
 /* 0 when the law and our window let a launch go now (device mutex held),
@@ -800,11 +798,13 @@ static int64_t pace_wait(struct cs_lim_dev *D, int64_t now, struct cs_lim_hold *
     int64_t guard = __atomic_load_n(&D->ahead_ns, __ATOMIC_RELAXED);
     cs__law_set_credit(&D->law, guard ? guard : w.len_ns ? w.period_ns + D->law.ahead_ns : 0);
     int64_t wait = cs__law_wait(&D->law, now);
+    bool quiet = false;
     if (!wait)
-        wait = quiet_wait(D, now);
+        quiet = (wait = quiet_wait(D, now)) != 0;
     int64_t queue_end = D->queue_end_ns > now ? D->queue_end_ns : now;
     *hold = (struct cs_lim_hold){.idle_from = queue_end,
-                                 .window_end = wait ? own_window_end(D, now) : 0};
+                                 .window_end = wait ? own_window_end(D, now) : 0,
+                                 .quiet = quiet};
     if (!wait && w.len_ns) {
         wait = cs__law_window_wait(&w, queue_end - now, now);
         if (wait)
@@ -875,6 +875,7 @@ static void note_dry(struct cs_lim_dev *D, bool held, int64_t now)
 static struct cs_lim_stream *wait_turn(struct cs_lim_dev *D, struct cs_lim_ctx *cx,
                                        uintptr_t key, CUstream rec, bool *engaged)
 {
+    bool yielded = false; /* counted in quiet_waits */
     for (bool held = false;; held = true) {
         int64_t now = cs__now_ns();
         pthread_mutex_lock(&D->mu);
@@ -889,6 +890,10 @@ static struct cs_lim_stream *wait_turn(struct cs_lim_dev *D, struct cs_lim_ctx *
         if (!wait) {
             note_dry(D, held, now);
             return st;
+        }
+        if (hold.quiet && !yielded) {
+            yielded = true;
+            CS_LIM_STAT_ADD(quiet_waits, 1);
         }
         pthread_mutex_unlock(&D->mu);
         pace_sleep(D, now + wait, &hold);

@@ -760,13 +760,16 @@ static void update_stamp(int d, const struct cs_board_view *v)
     cs__lim_set_stamp(d, stamp);
 }
 
-static void update_yield(int d, const struct cs_board_view *v, int32_t prio)
+/* `may`: policy default decided this tick (under force, or while HAMi's
+ * switch holds the device, priority plays no part: stamps handed over
+ * before are dropped). */
+static void update_yield(int d, const struct cs_board_view *v, int32_t prio, bool may)
 {
     struct cs_lim_dev *D = &cs__lim_devs[d];
     int64_t quiet = (int64_t)cs__config()->priority_quiet_us * 1000;
     struct cs_lim_quiet q[CS_LIM_QUIET];
     int n = 0;
-    bool yielding = quiet && W.board && __atomic_load_n(&D->engaged, __ATOMIC_RELAXED) &&
+    bool yielding = may && quiet && W.board && __atomic_load_n(&D->engaged, __ATOMIC_RELAXED) &&
                     W.dev[d].fair.why == CS_FAIR_PRIORITY;
     for (int i = 0; yielding && i < v->npeers && n < CS_LIM_QUIET; i++) {
         if (v->peers[i].priority >= prio)
@@ -861,6 +864,7 @@ static void tick(int64_t now)
                 apply_share(d, true);
             cs__lim_set_engaged(d, 1);
             publish_state(d, ppm, CS_FAIR_CAPPED, (uint32_t)D->pct * 100);
+            update_yield(d, &v, prio, false);
             update_window(d, &v, true, now);
             continue;
         }
@@ -879,12 +883,12 @@ static void tick(int64_t now)
             if (cs__lim_set_engaged(d, 1) != 1)
                 cs_info(SUBSYS, "device %d: pacing engaged by HAMi's utilization_switch", d);
             publish_state(d, ppm, CS_FAIR_CAPPED, (uint32_t)D->pct * 100);
+            update_yield(d, &v, prio, false);
             update_window(d, &v, true, now);
             continue;
         }
         int engaged = decide_default(d, ppm, prio, util_now, foreign, &v, now);
-        if (known)
-            update_yield(d, &v, prio);
+        update_yield(d, &v, prio, known);
         if (known)
             apply_share(d, false);
         update_window(d, &v, engaged && W.dev[d].fair.turns, now);
