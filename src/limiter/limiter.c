@@ -148,7 +148,7 @@ static void stamp_launch(uint64_t mask)
     }
 }
 
-static void quiet_close(struct cs_lim_quiet *q, int n)
+static void quiet_close(const struct cs_lim_quiet *q, int n)
 {
     for (int i = 0; i < n; i++)
         if (q[i].fd >= 0)
@@ -159,8 +159,10 @@ void cs__lim_set_quiet(int d, const struct cs_lim_quiet *q, int n, int64_t quiet
 {
     struct cs_lim_dev *D = &cs__lim_devs[d];
     struct cs_lim_quiet old[CS_LIM_QUIET];
-    if (n > CS_LIM_QUIET)
+    if (n > CS_LIM_QUIET) { /* the device keeps CS_LIM_QUIET; it was given all */
+        quiet_close(q + CS_LIM_QUIET, n - CS_LIM_QUIET);
         n = CS_LIM_QUIET;
+    }
     pthread_mutex_lock(&D->mu);
     int nold = D->nquiet;
     memcpy(old, D->quiet, sizeof old);
