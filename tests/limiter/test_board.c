@@ -132,13 +132,8 @@ static void launch_stamps(struct cs_board *b, const char *file, const uint8_t uu
 int main(void)
 {
     layout();
-    char dir[] = "/tmp/cs-board-XXXXXX";
-    CHECK(mkdtemp(dir) != NULL);
-    char path[128], file[200];
-    snprintf(path, sizeof path, "%s/board", dir);
-    board_own_file(file, sizeof file, path, (unsigned)geteuid());
-    struct cs_board *b = cs__board_open(path);
-    CHECK(b != NULL);
+    char dir[] = "/tmp/cs-board-XXXXXX", path[128], file[200];
+    struct cs_board *b = board_open_fresh(dir, path, sizeof path, file, sizeof file);
     /* Our own file, ours alone to write, readable by every tenant. */
     struct stat st;
     CHECK_EQ(lstat(file, &st), 0);

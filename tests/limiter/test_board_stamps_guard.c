@@ -57,13 +57,8 @@ int main(void)
         ledgers++;
     CHECK(ledgers > 0 && ledgers < 64);
 
-    char dir[] = "/tmp/cs-stamps-XXXXXX";
-    CHECK(mkdtemp(dir) != NULL);
-    char path[128], file[200];
-    snprintf(path, sizeof path, "%s/board", dir);
-    board_own_file(file, sizeof file, path, (unsigned)geteuid());
-    struct cs_board *b = cs__board_open(path);
-    CHECK(b != NULL);
+    char dir[] = "/tmp/cs-stamps-XXXXXX", path[128], file[200];
+    struct cs_board *b = board_open_fresh(dir, path, sizeof path, file, sizeof file);
     post(b, 10 * SEC);
     uint64_t *stamp = cs__board_stamp(b, gpu);
     CHECK(stamp != NULL);
