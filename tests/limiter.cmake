@@ -49,7 +49,9 @@ endforeach()
 cs_limiter_test(limiter_tenant test_tenant.c)
 # Yield on activity: a lower-priority tenant launches only in a
 # higher-priority one's quiet gaps, and freely once it has gone.
-cs_limiter_test(limiter_priority_yield test_priority_yield.c)
+cs_limiter_test(limiter_priority_yield test_priority_yield.c ARGS pod)
+# The same with the higher tenant in another pod (root: unshare -m).
+cs_limiter_test(limiter_priority_yield_pods test_priority_yield.c ARGS pods)
 # Concurrent devices (MPS): the fake MPS control daemon serves the clients.
 foreach(case alone together filling)
   cs_limiter_test(limiter_mps_${case} test_mps.c ARGS ${case})

@@ -26,6 +26,13 @@
  *
  * Nothing here depends on timing: a slow CPU delays launches and the
  * stamps with them; every wait is for a condition, with scaled deadlines.
+ *
+ *   pod   (limiter_priority_yield) both in one pod, one board file: L
+ *         reads H's stamp through its own mapping of that file.
+ *   pods  (limiter_priority_yield_pods) H in a mount namespace of its own
+ *         (another pod, so another board file, as for any other user): L
+ *         reads H's stamp with pread through a checked descriptor. Needs
+ *         root (unshare -m); skipped, visibly, otherwise.
  */
 #include <dirent.h>
 #include <fcntl.h>
@@ -64,6 +71,35 @@ static const char **worker(const char *name, const char *blocks, const char *syn
                        "--out", lim_path(lim_kv("%s.out", name)), NULL};
     memcpy(a, v, sizeof v);
     return a;
+}
+
+/* A worker in a mount namespace of its own (another pod), under the
+ * preload, as lim_spawn starts one. */
+static pid_t spawn_in_own_pod(const char *const *env, const char *const *args)
+{
+    const char *argv[40] = {"/usr/bin/unshare", "-m", "--propagation", "private",
+                            lim_kv("%s/limiter_worker", getenv("CS_BUILD_DIR"))};
+    int n = 5;
+    for (int i = 0; args[i] && n < 39; i++)
+        argv[n++] = args[i];
+    const char *full[24] = {lim_kv("LD_PRELOAD=%s", getenv("CUSHARE_LIBRARY"))};
+    int m = 1;
+    for (int i = 0; env[i] && m < 23; i++)
+        full[m++] = env[i];
+    return cs_spawn((char *const *)argv, (char *const *)full);
+}
+
+/* Board files in the test directory. */
+static int board_files(void)
+{
+    DIR *dir = opendir(lim_dir_path);
+    CHECK(dir != NULL);
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(dir)))
+        n += !strncmp(de->d_name, "board.", 6);
+    closedir(dir);
+    return n;
 }
 
 /* ---- following a worker's trace ----------------------------------------- */
@@ -244,14 +280,20 @@ static void stop_both(void)
     stop("l");
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
-    lim_dir("priority_yield");
+    bool pods = argc > 1 && !strcmp(argv[1], "pods");
+    if (argc > 1 && !pods && strcmp(argv[1], "pod"))
+        return 2;
+    if (pods)
+        cs_require_root("another pod is another mount namespace (unshare -m)");
+    lim_dir(pods ? "priority_yield_pods" : "priority_yield");
     atexit(stop_both);
     lim_gpu("gpu.state");
     struct trace h = {.path = lim_path("h.trace")}, l = {.path = lim_path("l.trace")};
     const char *hlog = lim_path("h.log"), *llog = lim_path("l.log");
-    pid_t hp = lim_spawn(tenant("h", "0"), worker("h", "1000", "1", "4000"));
+    pid_t hp = pods ? spawn_in_own_pod(tenant("h", "0"), worker("h", "1000", "1", "4000"))
+                    : lim_spawn(tenant("h", "0"), worker("h", "1000", "1", "4000"));
     pid_t lp = lim_spawn(tenant("l", "1"), worker("l", "500", "8", "0"));
     lim_ready(hp);
     lim_ready(lp);
@@ -263,6 +305,7 @@ int main(void)
     CS_WAIT_FOR(log_says(llog, "yielding on activity to 1 busy higher-priority tenant"), 20000,
                 "L yielding to H's launches");
     CS_WAIT_FOR(board_stamped(), 20000, "H's launch stamps on the board");
+    CHECK_EQ(board_files(), pods ? 2 : 1);
     const int64_t ready = cs_now_ns();
     CS_WAIT_FOR(entered_since(&h, ready) >= 60 && entered_since(&l, ready) >= 200, 30000,
                 "launches of H and of L (L filling H's gaps) since both yield and stamps");
