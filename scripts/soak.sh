@@ -495,7 +495,7 @@ while [ ! -e "$stop" ]; do
        case $((RANDOM % 3)) in
          0) ln -s "$board/cushare-board.0" "$f" ;;
          1) mkfifo "$f" ;;
-         2) head -c 32832 /dev/urandom >"$f" ;;
+         2) head -c 40960 /dev/urandom >"$f" ;;
        esac ;;
     5) chmod "$(printf '0%o' $((RANDOM % 512)))" "$own" 2>/dev/null; chmod 0644 "$own" 2>/dev/null ;;
   esac

@@ -21,6 +21,9 @@ cs_limiter_test(limiter_board test_board.c ${CMAKE_SOURCE_DIR}/src/limiter/board
 cs_limiter_test(limiter_board_files test_board_files.c ${CMAKE_SOURCE_DIR}/src/limiter/board.c
   $<TARGET_OBJECTS:cs_common> LABELS sanitize)
 cs_limiter_test(limiter_board_truncate test_board_truncate.c)
+# Not under the sanitizers: they take SIGBUS for themselves.
+cs_limiter_test(limiter_board_stamps_guard test_board_stamps_guard.c
+  ${CMAKE_SOURCE_DIR}/src/limiter/board.c $<TARGET_OBJECTS:cs_common>)
 # Plays a second, hostile user when run as root (tests/multiuser.h);
 # skipped, with the reason printed, where that is impossible.
 cs_limiter_test(limiter_board_hostile test_board_hostile.c
@@ -48,6 +51,11 @@ foreach(case saturating launchbound)
   cs_limiter_test(limiter_slice_${case} test_conserve.c ARGS slice_${case})
 endforeach()
 cs_limiter_test(limiter_tenant test_tenant.c)
+# Yield on activity: a lower-priority tenant launches only in a
+# higher-priority one's quiet gaps, and freely once it has gone.
+cs_limiter_test(limiter_priority_yield test_priority_yield.c ARGS pod)
+# The same with the higher tenant in another pod (root: unshare -m).
+cs_limiter_test(limiter_priority_yield_pods test_priority_yield.c ARGS pods)
 # Concurrent devices (MPS): the fake MPS control daemon serves the clients.
 foreach(case alone together filling)
   cs_limiter_test(limiter_mps_${case} test_mps.c ARGS ${case})

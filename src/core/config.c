@@ -187,7 +187,7 @@ struct opt {
 
 enum opt_id {
     O_MEM, O_SM, O_CACHE, O_POLICY, O_PRIORITY, O_BROKER, O_PROCFS, O_BOARD, O_REGISTRY,
-    O_HAMI_SIGNALS, O_SM_BURST, O_SM_PERIOD, O_SM_LEAD, O_MPS_TURNS, O_SM_SHARE, O_LOG_LEVEL, O_LEDGER_TRUST, O_HAMI_LOG_LEVEL,
+    O_HAMI_SIGNALS, O_SM_BURST, O_PRIO_QUIET, O_SM_PERIOD, O_SM_LEAD, O_MPS_TURNS, O_SM_SHARE, O_LOG_LEVEL, O_LEDGER_TRUST, O_HAMI_LOG_LEVEL,
     O_DISABLE_CONTROL, O_OVERSUBSCRIBE, O_SHARE_DIR, O_PARK, O_PARK_IDLE, O_COUNT
 };
 
@@ -212,6 +212,8 @@ static const struct opt options[O_COUNT] = {
                         "use 1 to let SIGUSR2/SIGUSR1 suspend/resume (HAMi) or 0"},
     [O_SM_BURST] = {"CUSHARE_SM_BURST_US", OPT_INT, false,
                      "use microseconds from 100 to 100000, e.g. 4000"},
+    [O_PRIO_QUIET] = {"CUSHARE_PRIORITY_QUIET_US", OPT_INT, false,
+                      "use microseconds from 0 to 100000, e.g. 2000, or 0 for no yielding"},
     [O_SM_PERIOD] = {"CUSHARE_SM_PERIOD_US", OPT_INT, false,
                      "use microseconds from 5000 to 1000000, e.g. 50000, or 0 for no "
                      "coordinated windows"},
@@ -332,6 +334,11 @@ static int parse_one(struct cs_config *c, enum opt_id id, int dev, const char *v
         if (cs__parse_int(v, 100, 100000, &n))
             return bad_value(var, v, o->fix);
         c->sm_burst_us = (uint32_t)n;
+        return 0;
+    case O_PRIO_QUIET:
+        if (cs__parse_int(v, 0, 100000, &n))
+            return bad_value(var, v, o->fix);
+        c->priority_quiet_us = (uint32_t)n;
         return 0;
     case O_SM_PERIOD:
         if (cs__parse_int(v, 0, 1000000, &n) || (n && n < 5000))
@@ -484,6 +491,7 @@ int cs__config_parse(struct cs_config *out, char *const *env)
     out->sm_period_us = CS_SM_PERIOD_DEFAULT_US;
     out->sm_period_auto = true;
     out->sm_window_lead_us = CS_SM_WINDOW_LEAD_DEFAULT_US;
+    out->priority_quiet_us = CS_PRIORITY_QUIET_DEFAULT_US;
     out->mps_turns_filling = true; /* an element-wise 25 + 75 pair: A:B 0.296 without */
     out->hami_log_level = -1;
     out->park_idle_ms = CS_PARK_IDLE_DEFAULT_MS;

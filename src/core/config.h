@@ -41,6 +41,10 @@ struct cs_config {
     char registry_path[4096];               /* CUSHARE_REGISTRY: node registry of ledgers */
     bool hami_signals;                      /* CUSHARE_HAMI_SIGNALS: SIGUSR2/1 suspend/resume */
     uint32_t sm_burst_us;                   /* CUSHARE_SM_BURST_US: pacing burst, 0 = default */
+    uint32_t priority_quiet_us;             /* CUSHARE_PRIORITY_QUIET_US: how long a
+                                               higher-priority tenant must have launched
+                                               nothing before a lower one launches; 0 = no
+                                               yielding */
     uint32_t sm_period_us;                  /* CUSHARE_SM_PERIOD_US: period of the tenants'
                                                coordinated windows, 0 = none */
     bool sm_period_auto;                    /* CUSHARE_SM_PERIOD_US unset: the period
@@ -100,6 +104,7 @@ int cs__config_from_env(struct cs_config *out);
  * ends with its window) still runs, and the GPU then switches at once,
  * splitting that owner's tail (docs/results.md, "Window edges"). */
 #define CS_SM_WINDOW_LEAD_DEFAULT_US 150u
+#define CS_PRIORITY_QUIET_DEFAULT_US 2000u /* yield on activity (limiter/fair.h) */
 
 /* cs__config_parse of `env` under the slice file at `slice_path` (absent:
  * the environment alone). cs__config_from_env is

@@ -56,6 +56,13 @@
 
 #define SUBSYS "ledger"
 #define CS_GUARD_MAX 8          /* ledgers one process maps at once */
+/* Registrations kept for shared mappings that are not ledgers (the node
+ * board's launch stamps: one per open board, a process opens one), apart
+ * from the ledgers': a process that maps many ledgers at once (making
+ * room on a full GPU maps every tenant's) must not leave the stamps, which
+ * every launch may store into, unguarded. */
+#define CS_GUARD_PLAIN 4
+#define CS_GUARD_SLOTS (CS_GUARD_MAX + CS_GUARD_PLAIN)
 #define CS_GUARD_HEAD 1024      /* the header's immutable part: limits, sizes */
 
 enum { GUARD_MAPPED, GUARD_REPLACING, GUARD_LOST, GUARD_FAILED };
@@ -64,19 +71,21 @@ struct cs_ledger_guard {
     uintptr_t base;                 /* 0: entry free; stored last (release) */
     size_t len;
     int state;                      /* GUARD_*, compare-and-swap */
+    bool plain;                     /* not a ledger: becomes zeros */
+    bool said;                      /* plain: msg written once (handler only) */
     uint8_t head[CS_GUARD_HEAD];    /* header bytes as validated at open */
     char msg[PATH_MAX + 512];       /* the line the handler writes */
     size_t msg_len;
 };
 
-static struct cs_ledger_guard guards[CS_GUARD_MAX];
+static struct cs_ledger_guard guards[CS_GUARD_SLOTS];
 static pthread_mutex_t guard_mu = PTHREAD_MUTEX_INITIALIZER;
 static bool handler_installed;      /* under guard_mu */
 static struct sigaction previous;   /* the application's SIGBUS action, under guard_mu */
 
 static struct cs_ledger_guard *guard_at(uintptr_t addr)
 {
-    for (int i = 0; i < CS_GUARD_MAX; i++) {
+    for (int i = 0; i < CS_GUARD_SLOTS; i++) {
         uintptr_t base = __atomic_load_n(&guards[i].base, __ATOMIC_ACQUIRE);
         if (base && addr - base < guards[i].len)
             return &guards[i];
@@ -104,10 +113,12 @@ static enum replaced replace_mapping(struct cs_ledger_guard *g)
         __atomic_store_n(&g->state, GUARD_FAILED, __ATOMIC_RELEASE);
         return REPLACE_FAILED;
     }
-    memcpy(m, g->head, sizeof g->head);
-    struct cs_ledger_header *h = m;
-    for (int d = 0; d < CS_MAX_DEVICES; d++)
-        h->dev[d].used = h->limit[d];
+    if (!g->plain) {
+        memcpy(m, g->head, sizeof g->head);
+        struct cs_ledger_header *h = m;
+        for (int d = 0; d < CS_MAX_DEVICES; d++)
+            h->dev[d].used = h->limit[d];
+    }
     __atomic_store_n(&g->state, GUARD_LOST, __ATOMIC_RELEASE);
     return REPLACED_BY_US;
 }
@@ -143,9 +154,14 @@ static void on_sigbus(int sig, siginfo_t *si, void *uc)
     int saved = errno;
     struct cs_ledger_guard *g = si->si_code > 0 ? guard_at((uintptr_t)si->si_addr) : NULL;
     enum replaced r = g ? replace_mapping(g) : REPLACE_FAILED;
-    if (r == REPLACED_BY_US && g->msg_len && write(STDERR_FILENO, g->msg, g->msg_len) < 0) {
+    /* A plain mapping is mapped again by its owner and may be lost again
+     * (a file truncated over and over): said once. */
+    bool say = r == REPLACED_BY_US && g->msg_len && !(g->plain && g->said);
+    if (say && write(STDERR_FILENO, g->msg, g->msg_len) < 0) {
         /* stderr is gone: nothing more can be said */
     }
+    if (say)
+        g->said = true;
     errno = saved;
     if (r == REPLACE_FAILED)
         chain(sig, si, uc);
@@ -167,17 +183,40 @@ static void install_handler_locked(void)
                 "will kill this process", strerror(errno));
 }
 
+/* A free registration of the kind asked for (ledger or plain), with the
+ * handler installed, or NULL (guard_mu held). */
+static struct cs_ledger_guard *slot_locked(size_t len, bool plain)
+{
+    install_handler_locked();
+    for (int i = plain ? CS_GUARD_MAX : 0; i < (plain ? CS_GUARD_SLOTS : CS_GUARD_MAX); i++)
+        if (!guards[i].base) {
+            guards[i].len = len;
+            guards[i].state = GUARD_MAPPED;
+            guards[i].plain = plain;
+            guards[i].said = false;
+            return &guards[i];
+        }
+    return NULL;
+}
+
+struct cs_ledger_guard *cs__ledger_guard_add_plain(void *base, size_t len, const char *msg)
+{
+    pthread_mutex_lock(&guard_mu);
+    struct cs_ledger_guard *g = slot_locked(len, true);
+    if (g) {
+        int n = snprintf(g->msg, sizeof g->msg, "%s\n", msg);
+        g->msg_len = n > 0 && (size_t)n < sizeof g->msg ? (size_t)n : 0;
+        __atomic_store_n(&g->base, (uintptr_t)base, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&guard_mu);
+    return g;
+}
+
 struct cs_ledger_guard *cs__ledger_guard_add(void *base, size_t len, const char *path)
 {
     pthread_mutex_lock(&guard_mu);
-    install_handler_locked();
-    struct cs_ledger_guard *g = NULL;
-    for (int i = 0; i < CS_GUARD_MAX && !g; i++)
-        if (!guards[i].base)
-            g = &guards[i];
+    struct cs_ledger_guard *g = slot_locked(len, false);
     if (g) {
-        g->len = len;
-        g->state = GUARD_MAPPED;
         memcpy(g->head, base, sizeof g->head);
         int n = snprintf(g->msg, sizeof g->msg,
                          "cushare: %s: error: ledger %s was truncated while in use: this "
@@ -207,6 +246,19 @@ void cs__ledger_guard_remove(struct cs_ledger_guard *g)
 bool cs__ledger_guard_lost(const struct cs_ledger_guard *g)
 {
     return g && __atomic_load_n(&g->state, __ATOMIC_ACQUIRE) != GUARD_MAPPED;
+}
+
+bool cs__ledger_guard_replaced(const struct cs_ledger_guard *g)
+{
+    return g && __atomic_load_n(&g->state, __ATOMIC_ACQUIRE) == GUARD_LOST;
+}
+
+void cs__ledger_guard_rearm(struct cs_ledger_guard *g)
+{
+    int lost = GUARD_LOST;
+    if (g && g->plain)
+        __atomic_compare_exchange_n(&g->state, &lost, GUARD_MAPPED, false, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_ACQUIRE);
 }
 
 bool cs__ledger_usable(const struct cs_ledger *l)

@@ -212,6 +212,18 @@ const char *cs__ledger_identity_name(uint32_t tier);
  * header and loses the mapping (one error message) when it is damaged. */
 bool cs__ledger_usable(const struct cs_ledger *l);
 struct cs_ledger_guard *cs__ledger_guard_add(void *base, size_t len, const char *path);
+/* The same guard for a shared mapping that is not a ledger (the node
+ * board's launch stamps): a fault in it turns it into private zeros and
+ * writes `msg` (one line, no newline) the first time. Its slots are not
+ * the ledgers'. NULL when none is free: then the caller must not keep a
+ * shared mapping that a truncation could fault. */
+struct cs_ledger_guard *cs__ledger_guard_add_plain(void *base, size_t len, const char *msg);
+/* Whether g's mapping was replaced (zeros) and no replacement is under
+ * way: its owner may map the file over it again (MAP_FIXED, same range)
+ * and then rearm g, which guards the new mapping from then on; a fault in
+ * between finds g still replaced and is retried until the rearm. */
+bool cs__ledger_guard_replaced(const struct cs_ledger_guard *g);
+void cs__ledger_guard_rearm(struct cs_ledger_guard *g);
 void cs__ledger_guard_remove(struct cs_ledger_guard *g);
 bool cs__ledger_guard_lost(const struct cs_ledger_guard *g);
 void cs__ledger_guard_atfork_child(void);

@@ -45,6 +45,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -52,6 +53,7 @@
 #include "core/log.h"
 #include "core/path.h"
 #include "core/pod.h"
+#include "ledger/ledger.h"
 #include "node/node.h"
 
 #define SUBSYS "limiter"
@@ -60,10 +62,12 @@
 #define CS_BOARD_POSTS 64               /* devices one process posts for */
 #define FALLBACK "priorities of other tenants are unknown, NVML alone decides"
 #define CS_BOARD_VOUCH_BYTE 1 /* POSIX read locks of the processes posting in a file */
+#define STAMPS_LEN (CS_BOARD_ENTRIES * 8u) /* our file's stamps page, as mapped */
 
 /* One busy entry of another tenant, as a reader keeps it. */
 struct seen {
-    uint32_t uid;
+    uint32_t uid, index;            /* the file's user, the entry's index */
+    uint64_t suffix;                /* the file's name suffix (struct cs_board_peer) */
     struct cs_board_entry e;
 };
 
@@ -77,6 +81,12 @@ struct cs_board {
     dev_t own_dev;                  /* what `name` was when we opened it */
     ino_t own_ino;
     int mine[CS_BOARD_POSTS];       /* entry index per posted device, -1 none */
+    /* Our file's stamps page, MAP_SHARED at a fixed address (NULL: not
+     * mapped), the inode it maps and its SIGBUS guard. */
+    uint64_t *stamps;
+    dev_t stamps_dev;
+    ino_t stamps_ino;
+    struct cs_ledger_guard *stamps_guard;
     uint8_t mine_uuid[CS_BOARD_POSTS][16];
     int nmine;
     struct cs_board_entry file[CS_BOARD_ENTRIES]; /* scratch for whole-file reads */
@@ -225,7 +235,10 @@ static bool repair_own(struct cs_board *b)
         return true;
     init_header(&h, b->uid);
     b->nmine = 0;
-    return !ftruncate(b->fd, 0) && !ftruncate(b->fd, CS_BOARD_SIZE) &&
+    /* Cleared by writing zeros, never by truncating to 0: our stamps page
+     * is mapped, and a store past the end would fault. */
+    static const uint8_t zeros[CS_BOARD_STAMPS_OFF];
+    return !ftruncate(b->fd, CS_BOARD_SIZE) && cs__pwrite_full(b->fd, zeros, sizeof zeros, 0) &&
            cs__pwrite_full(b->fd, &h, sizeof h, 0);
 }
 
@@ -384,6 +397,15 @@ void cs__board_close(struct cs_board *b)
 {
     if (!b)
         return;
+    if (b->stamps) {
+        /* Launch threads may still store into the addresses handed out:
+         * private zeros stay mapped there (one page, once per process
+         * image) instead of a hole; the guard goes once nothing there can
+         * fault. */
+        mmap(b->stamps, STAMPS_LEN, PROT_READ | PROT_WRITE,
+             MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+        cs__ledger_guard_remove(b->stamps_guard);
+    }
     if (b->fd >= 0)
         close(b->fd);
     if (b->dirfd >= 0)
@@ -460,6 +482,83 @@ static void fill_entry(struct cs_board_entry *e, const struct cs_board_post *p, 
     e->check = entry_check(e);
 }
 
+/* The first mapping of our file's stamps page, with its SIGBUS guard;
+ * false (nothing mapped) without a guard: a store into a shared page that
+ * a truncation could fault would kill the application. */
+static bool map_stamps_first(struct cs_board *b)
+{
+    void *m = mmap(NULL, STAMPS_LEN, PROT_READ | PROT_WRITE, MAP_SHARED, b->fd,
+                   CS_BOARD_STAMPS_OFF);
+    if (m == MAP_FAILED) {
+        cs_warn_capped(1, SUBSYS, "node board: cannot map the launch stamps of %s/%s (%s): "
+                       "lower-priority tenants will not yield to this one's activity", b->dir,
+                       b->name, strerror(errno));
+        return false;
+    }
+    char msg[PATH_MAX + NAME_MAX + 200];
+    snprintf(msg, sizeof msg, "cushare: %s: warning: node board %s/%s was truncated while in "
+             "use: this tenant's launch times are published again at its next post", SUBSYS,
+             b->dir, b->name);
+    b->stamps_guard = cs__ledger_guard_add_plain(m, STAMPS_LEN, msg);
+    if (!b->stamps_guard) {
+        munmap(m, STAMPS_LEN);
+        cs_warn_capped(1, SUBSYS, "node board: no SIGBUS guard left for the launch stamps of "
+                       "%s/%s: lower-priority tenants will not yield to this one's activity",
+                       b->dir, b->name);
+        return false;
+    }
+    b->stamps = m;
+    return true;
+}
+
+/* Maps our file's stamps page: the first time, or the file now at our
+ * name over the old one, or again after a truncation turned it into
+ * private zeros. Later mappings go to the same address, so the pointers
+ * handed out stay valid, and keep the same guard registered throughout. */
+static void map_stamps(struct cs_board *b)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    if (page <= 0 || CS_BOARD_STAMPS_OFF % (unsigned long)page)
+        return; /* pages larger than the layout's alignment: no stamps */
+    if (!b->stamps) {
+        if (map_stamps_first(b)) {
+            b->stamps_dev = b->own_dev;
+            b->stamps_ino = b->own_ino;
+        }
+        return;
+    }
+    bool replaced = cs__ledger_guard_replaced(b->stamps_guard);
+    bool moved = b->stamps_dev != b->own_dev || b->stamps_ino != b->own_ino;
+    /* Intact; or a fault is being handled right now: the next post. */
+    if (!replaced && (!moved || cs__ledger_guard_lost(b->stamps_guard)))
+        return;
+    void *m = mmap(b->stamps, STAMPS_LEN, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, b->fd,
+                   CS_BOARD_STAMPS_OFF);
+    if (m == MAP_FAILED) {
+        /* A failed MAP_FIXED may have unmapped the range: zeros again. */
+        mmap(b->stamps, STAMPS_LEN, PROT_READ | PROT_WRITE,
+             MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+        cs_warn_capped(1, SUBSYS, "node board: cannot map the launch stamps of %s/%s again "
+                       "(%s): lower-priority tenants will not yield to this one's activity",
+                       b->dir, b->name, strerror(errno));
+        return;
+    }
+    if (replaced)
+        cs__ledger_guard_rearm(b->stamps_guard);
+    b->stamps_dev = b->own_dev;
+    b->stamps_ino = b->own_ino;
+}
+
+uint64_t *cs__board_stamp(struct cs_board *b, const uint8_t uuid[16])
+{
+    if (!b || !b->stamps || b->fd < 0)
+        return NULL;
+    for (int k = 0; k < b->nmine; k++)
+        if (!memcmp(b->mine_uuid[k], uuid, 16))
+            return b->mine[k] >= 0 ? &b->stamps[b->mine[k]] : NULL;
+    return NULL;
+}
+
 void cs__board_post(struct cs_board *b, const struct cs_board_post *p, int64_t now)
 {
     if (!b || b->fd < 0 || p->tenant <= 1)
@@ -479,6 +578,8 @@ void cs__board_post(struct cs_board *b, const struct cs_board_post *p, int64_t n
     }
     if (locked)
         take_lock(b->fd, F_UNLCK);
+    if (i >= 0)
+        map_stamps(b);
     if (k >= 0 && i < 0)
         cs_warn_capped(1, SUBSYS, "node board: our file %s/%s is full (%u live entries of "
                        "this user's tenants)", b->dir, b->name, CS_BOARD_ENTRIES);
@@ -498,13 +599,12 @@ static bool parse_user_file(const struct cs_board *b, const char *name, uint32_t
     return true;
 }
 
+static void name_of(const struct cs_board *b, uint32_t uid, uint64_t suffix, char *out,
+                    size_t n);
+
 static void user_file_name(const struct cs_board *b, int u, char *out, size_t n)
 {
-    if (b->suffix[u])
-        snprintf(out, n, "%s.%u.%016llx", b->base, (unsigned)b->users[u],
-                 (unsigned long long)b->suffix[u]);
-    else
-        snprintf(out, n, "%s.%u", b->base, (unsigned)b->users[u]);
+    name_of(b, b->users[u], b->suffix[u], out, n);
 }
 
 /* Files of uid listed under the per-uid limit (not vouched for by a pod). */
@@ -582,30 +682,89 @@ static void list_users(struct cs_board *b)
 /* Reads one user's file into b->file. The file must be what only that
  * user can have written: a regular file it owns, that nobody else can
  * write, of the exact size, with its uid in the header. */
+static void name_of(const struct cs_board *b, uint32_t uid, uint64_t suffix, char *out, size_t n)
+{
+    if (suffix)
+        snprintf(out, n, "%s.%u.%016llx", b->base, (unsigned)uid, (unsigned long long)suffix);
+    else
+        snprintf(out, n, "%s.%u", b->base, (unsigned)uid);
+}
+
+/* Whether `name` is our own file: it must be read through our descriptor,
+ * since closing a second one would drop our vouch (a POSIX lock). Unless
+ * the name names another file now (replaced): that is what the others
+ * read. */
+static bool is_own(const struct cs_board *b, const char *name)
+{
+    struct stat at;
+    return b->fd >= 0 && !fstatat(b->dirfd, name, &at, AT_SYMLINK_NOFOLLOW) &&
+           at.st_dev == b->own_dev && at.st_ino == b->own_ino;
+}
+
+/* Opens another's file `name` of user uid for reading, checked: a regular
+ * file of uid's, writable by nobody else, of the layout's size and with
+ * its header. -1 when it fails any of that. */
+static int open_checked(const struct cs_board *b, const char *name, uint32_t uid)
+{
+    int fd = openat(b->dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    struct stat st;
+    struct cs_board_header h;
+    if (!fstat(fd, &st) && S_ISREG(st.st_mode) && st.st_uid == uid && !(st.st_mode & 022) &&
+        st.st_size == CS_BOARD_SIZE && cs__pread_full(fd, &h, sizeof h, 0) && header_ok(&h, uid))
+        return fd;
+    close(fd);
+    return -1;
+}
+
 static bool read_user(struct cs_board *b, int u)
 {
     uint32_t uid = b->users[u];
     char name[sizeof b->base + 40];
     user_file_name(b, u, name, sizeof name);
-    /* Our own file through our descriptor: closing a second one would
-     * drop our vouch (a POSIX lock). Unless the name names another file
-     * now (replaced): that is what the others read. */
-    struct stat at;
-    bool own = u == 0 && b->fd >= 0 &&
-               !fstatat(b->dirfd, name, &at, AT_SYMLINK_NOFOLLOW) && at.st_dev == b->own_dev &&
-               at.st_ino == b->own_ino;
-    int fd = own ? b->fd : openat(b->dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0)
-        return false;
+    bool own = u == 0 && is_own(b, name);
     struct stat st;
     struct cs_board_header h;
-    bool ok = !fstat(fd, &st) && S_ISREG(st.st_mode) && st.st_uid == uid &&
-              !(st.st_mode & 022) && st.st_size == CS_BOARD_SIZE &&
-              cs__pread_full(fd, &h, sizeof h, 0) && header_ok(&h, uid) &&
-              cs__pread_full(fd, b->file, sizeof b->file, entry_offset(0));
+    int fd = own ? b->fd : open_checked(b, name, uid);
+    if (fd < 0)
+        return false;
+    bool ok = !own || (!fstat(fd, &st) && S_ISREG(st.st_mode) && st.st_uid == uid &&
+                       !(st.st_mode & 022) && st.st_size == CS_BOARD_SIZE &&
+                       cs__pread_full(fd, &h, sizeof h, 0) && header_ok(&h, uid));
+    ok = ok && cs__pread_full(fd, b->file, sizeof b->file, entry_offset(0));
     if (!own)
         close(fd);
     return ok;
+}
+
+int cs__board_stamps_fd(struct cs_board *b, const struct cs_board_peer *p,
+                        const uint64_t **own)
+{
+    *own = NULL;
+    if (!b || p->index >= CS_BOARD_ENTRIES)
+        return -1;
+    char name[sizeof b->base + 40];
+    name_of(b, p->uid, p->suffix, name, sizeof name);
+    if (p->uid == b->uid && is_own(b, name)) {
+        *own = b->stamps;
+        return -1;
+    }
+    return open_checked(b, name, p->uid);
+}
+
+int64_t cs__board_read_stamp(int fd, const uint64_t *own, uint32_t index, int64_t now)
+{
+    uint64_t v = 0;
+    if (index >= CS_BOARD_ENTRIES)
+        return 0;
+    if (own)
+        v = __atomic_load_n(&own[index], __ATOMIC_RELAXED);
+    else if (fd < 0 || !cs__pread_full(fd, &v, sizeof v, CS_BOARD_STAMPS_OFF + (off_t)index * 8))
+        return 0;
+    if (v > (uint64_t)INT64_MAX || (int64_t)v - now > CS_BOARD_FUTURE_NS)
+        return 0;
+    return (int64_t)v;
 }
 
 /* When the entry counts as busy at `now`: its timestamps are clamped to
@@ -626,7 +785,7 @@ static bool entry_busy(const struct cs_board_entry *e, int64_t now)
            e->sm_limit <= 100;
 }
 
-static bool snap_push(struct cs_board *b, uint32_t uid, const struct cs_board_entry *e)
+static bool snap_push(struct cs_board *b, int u, uint32_t index, const struct cs_board_entry *e)
 {
     if (b->nsnap == b->snap_cap) {
         size_t cap = b->snap_cap ? 2 * b->snap_cap : 64;
@@ -636,7 +795,8 @@ static bool snap_push(struct cs_board *b, uint32_t uid, const struct cs_board_en
         b->snap = s;
         b->snap_cap = cap;
     }
-    b->snap[b->nsnap++] = (struct seen){.uid = uid, .e = *e};
+    b->snap[b->nsnap++] = (struct seen){.uid = b->users[u], .index = index,
+                                        .suffix = b->suffix[u], .e = *e};
     return true;
 }
 
@@ -653,7 +813,7 @@ static void refresh(struct cs_board *b, int64_t now)
             continue;
         for (unsigned j = 0; j < CS_BOARD_ENTRIES; j++)
             if (entry_intact(&b->file[j]) && entry_busy(&b->file[j], now))
-                snap_push(b, b->users[u], &b->file[j]);
+                snap_push(b, u, j, &b->file[j]);
     }
     b->snap_now = now;
     b->snap_valid = true;
@@ -697,7 +857,8 @@ void cs__board_view(struct cs_board *b, uint64_t self, const uint8_t uuid[16],
                 .sm_limit = e->sm_limit <= 99 ? e->sm_limit : 0,
                 .share_ppm = e->share_ppm > 1000000 ? 1000000 : e->share_ppm,
                 .priority = e->priority, .held = (e->flags & CS_BOARD_F_HELD) != 0,
-                .filling = (e->flags & CS_BOARD_F_FILLING) != 0};
+                .filling = (e->flags & CS_BOARD_F_FILLING) != 0, .uid = b->snap[i].uid,
+                .index = b->snap[i].index, .suffix = b->snap[i].suffix};
         if ((e->flags & CS_BOARD_F_PACED) && e->sm_limit >= 1 && e->sm_limit <= 99) {
             if (out->nmembers < CS_BOARD_WINDOW_MEMBERS)
                 out->members[out->nmembers] = (struct cs_board_member){

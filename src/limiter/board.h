@@ -19,10 +19,21 @@
  * file truncated, replaced or garbled under a tenant costs it at most a
  * tick of board information, never a SIGBUS.
  *
- * File: [0, 64) struct cs_board_header; [64 + 64 i, 64 + 64 (i + 1)) entry
- * i, i < CS_BOARD_ENTRIES; native-endian. `check` is FNV-1a over the
- * entry's first 60 bytes: a pread racing a pwrite (which may tear) or
- * garbage reads as no entry.
+ * File (layout 3): [0, 64) struct cs_board_header; [64 + 64 i, 64 + 64
+ * (i + 1)) entry i, i < CS_BOARD_ENTRIES; zeros up to CS_BOARD_STAMPS_OFF;
+ * then one uint64_t launch stamp per entry; native-endian. `check` is
+ * FNV-1a over the entry's first 60 bytes: a pread racing a pwrite (which
+ * may tear) or garbage reads as no entry.
+ *
+ * Launch stamps: stamp i is the CLOCK_MONOTONIC time of the latest launch
+ * of entry i's tenant on entry i's device, stored by the launch path while
+ * a busy lower-priority tenant shares the device (limiter.c), so that
+ * tenant can yield while this one is active (fair.h, cs__fair_quiet_wait).
+ * Written on every launch, so outside the checksummed entry: the writer
+ * maps only the stamps page (MAP_SHARED, under the SIGBUS guard) and does
+ * one relaxed store; readers pread it. A stamp is believed only for an
+ * intact, busy entry of higher priority, one in the future counts as now,
+ * and one more than CS_BOARD_FUTURE_NS ahead as none.
  *
  * Writers of one user and pod share the file. A process posts under a
  * POSIX write lock on the file's first byte (non-blocking: when another
@@ -49,8 +60,8 @@
 
 #include "core/path.h"
 
-#define CS_BOARD_MAGIC "CUSHBRD2"
-#define CS_BOARD_VERSION 2u
+#define CS_BOARD_MAGIC "CUSHBRD3"
+#define CS_BOARD_VERSION 3u
 #define CS_BOARD_ENTRIES 512u              /* per user: the quota */
 #define CS_BOARD_MAX_USERS 64              /* user files a reader reads */
 #define CS_BOARD_DEFAULT_PATH CS_NODE_DIR "/cushare-board"
@@ -110,7 +121,9 @@ struct cs_board_entry {
 _Static_assert(sizeof(struct cs_board_header) == 64, "board ABI");
 _Static_assert(sizeof(struct cs_board_entry) == 64, "board ABI");
 
-#define CS_BOARD_SIZE (64u + CS_BOARD_ENTRIES * 64u)
+#define CS_BOARD_STAMPS_OFF 36864u /* page-aligned (9 * 4096): mapped alone */
+#define CS_BOARD_SIZE (CS_BOARD_STAMPS_OFF + CS_BOARD_ENTRIES * 8u)
+_Static_assert(64u + CS_BOARD_ENTRIES * 64u <= CS_BOARD_STAMPS_OFF, "board ABI");
 
 /* What a tenant publishes for one device. */
 struct cs_board_post {
@@ -137,6 +150,10 @@ struct cs_board_peer {
     int32_t priority;
     bool held;                  /* CS_BOARD_F_HELD */
     bool filling;               /* CS_BOARD_F_FILLING */
+    /* Where its launch stamp is: entry `index` of user `uid`'s file
+     * `suffix` (0: <base>.<uid>, else its pod's <base>.<uid>.<16 hex>). */
+    uint32_t uid, index;
+    uint64_t suffix;
 };
 
 /* What a tenant learns about the others on one device. */
@@ -180,5 +197,24 @@ void cs__board_post(struct cs_board *b, const struct cs_board_post *p, int64_t n
  * is listed again at most once a second. */
 void cs__board_view(struct cs_board *b, uint64_t self, const uint8_t uuid[16],
                     int32_t priority, int64_t now, struct cs_board_view *out);
+
+/* Our launch stamp for device `uuid` (an entry of ours posted there), in
+ * the shared mapping of our file's stamps page, or NULL. The address
+ * stays valid while the board is open (a replaced file is mapped at the
+ * same address). Watcher thread only. */
+uint64_t *cs__board_stamp(struct cs_board *b, const uint8_t uuid[16]);
+
+/* Where a reader finds peer p's launch stamps: our own file's mapping
+ * (*own set, returns -1), or a new read-only descriptor of p's file that
+ * passed the reader's checks (the caller closes it), else -1 with *own
+ * NULL. Never a second descriptor of our own file: closing one would drop
+ * our POSIX locks. Watcher thread only. */
+int cs__board_stamps_fd(struct cs_board *b, const struct cs_board_peer *p,
+                        const uint64_t **own);
+
+/* Launch stamp `index` through fd (or own, when not NULL), as a reader
+ * believes it at `now`: 0 when unreadable or more than CS_BOARD_FUTURE_NS
+ * ahead. Any thread. */
+int64_t cs__board_read_stamp(int fd, const uint64_t *own, uint32_t index, int64_t now);
 
 #endif

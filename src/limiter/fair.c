@@ -168,6 +168,22 @@ void cs__fair_decide(const struct cs_fair_in *in, struct cs_fair_out *out)
     out->turns = in->filling;
 }
 
+int64_t cs__fair_quiet_wait(int64_t now, const int64_t *last, int n, int64_t quiet_ns)
+{
+    if (quiet_ns <= 0)
+        return 0;
+    int64_t latest = 0;
+    for (int i = 0; i < n; i++) {
+        int64_t t = last[i] > now ? now : last[i];
+        if (t > latest)
+            latest = t;
+    }
+    if (latest <= 0)
+        return 0;
+    int64_t wait = latest + quiet_ns - now;
+    return wait > 0 ? wait : 0;
+}
+
 const char *cs__fair_why_name(enum cs_fair_why why)
 {
     switch (why) {

@@ -103,6 +103,16 @@ bool cs__fair_wants_more(uint32_t use_pm, uint32_t share_pm);
 /* The decision for one tenant on one device. */
 void cs__fair_decide(const struct cs_fair_in *in, struct cs_fair_out *out);
 
+/* Yield on activity: how long a lower-priority tenant held for priority
+ * must wait before its next launch. It launches only once every busy
+ * higher-priority peer has been quiet (launched nothing) for `quiet_ns`;
+ * last[i] is peer i's latest launch (CLOCK_MONOTONIC, 0: none published;
+ * one after `now` counts as now, since a peer's clock read cannot be later
+ * than ours). The wait is at most `quiet_ns`, so a caller that sleeps it
+ * and asks again looks at most every quiet period. 0: launch now (also
+ * when quiet_ns <= 0: yielding is off). */
+int64_t cs__fair_quiet_wait(int64_t now, const int64_t *last, int n, int64_t quiet_ns);
+
 /* Short name of a reason: "-", "contended", "capped", "priority". */
 const char *cs__fair_why_name(enum cs_fair_why why);
 

@@ -106,6 +106,15 @@ struct cs_lim_stream {
     struct cs_lim_pair fifo[CS_LIM_FIFO];
 };
 
+/* A higher-priority peer's launch stamp: in our own board file's mapping
+ * (own) or at `index` of the file open at fd. */
+#define CS_LIM_QUIET 8
+struct cs_lim_quiet {
+    int fd;
+    const uint64_t *own;
+    uint32_t index;
+};
+
 struct cs_lim_dev {
     pthread_mutex_t mu;
     uint32_t pct;                /* configured limit 1..99, 0 = none */
@@ -127,6 +136,17 @@ struct cs_lim_dev {
     uint64_t window;             /* atomic; written by the watcher: our window
                                     in the device's coordinated schedule,
                                     cs__lim_window_pack; 0 = none */
+    uint64_t *stamp;             /* atomic; written by the watcher through
+                                    cs__lim_set_stamp: where our launches are
+                                    stamped for a busy lower-priority tenant
+                                    (board.h, launch stamps); NULL: nowhere */
+    /* Yield on activity (fair.h, cs__fair_quiet_wait): while held for
+     * priority, the busy higher-priority peers' launch stamps. Under the
+     * mutex; replaced by the watcher (cs__lim_set_quiet), which opened the
+     * descriptors; they are closed by whoever replaces them. */
+    int nquiet;
+    struct cs_lim_quiet quiet[CS_LIM_QUIET];
+    int64_t quiet_ns;            /* under the mutex: the quiet period */
     int law_running;             /* law started since last engaged */
     int hami_hold;               /* watcher thread only: ticks pacing stays
                                     engaged after HAMi's utilization_switch
@@ -175,6 +195,14 @@ void cs__lim_sleep(int64_t ns);
 /* Sets device d's `engaged` flag and the process's copy of all of them
  * that the free path reads; returns the flag's previous value. */
 int cs__lim_set_engaged(int d, int on);
+
+/* Stamps every launch of the process with its time at *p (NULL: stops),
+ * for device d's busy lower-priority tenants; watcher only. */
+void cs__lim_set_stamp(int d, uint64_t *p);
+
+/* Replaces device d's higher-priority launch stamps with q[0..n) (the
+ * device takes the descriptors) and the quiet period; watcher only. */
+void cs__lim_set_quiet(int d, const struct cs_lim_quiet *q, int n, int64_t quiet_ns);
 
 /* Harvests completed pairs of device d (its mutex held): publishes the
  * measured GPU time in our slot and charges the tenant's clock. */

@@ -31,9 +31,12 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/fork.h"
 #include "core/log.h"
+#include "limiter/board.h"
+#include "limiter/fair.h"
 #include "limiter/internal.h"
 
 #define SUBSYS "limiter"
@@ -96,7 +99,7 @@ CS_EXPORT void cushare_limiter_stats(struct cushare_limiter_stats *out)
     size_t n = (sizeof s - offsetof(struct cushare_limiter_stats, paced_launches)) / 8;
     for (size_t i = 0; i < n; i++)
         dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
-    s.version = 5;
+    s.version = 6;
     s.parks = cs__gate_suspend_holds(); /* the gate (src/hook) counts them */
     s.armed = (uint32_t)__atomic_load_n(&cs__lim_armed, __ATOMIC_RELAXED);
     uint64_t mask = 0;
@@ -108,15 +111,85 @@ CS_EXPORT void cushare_limiter_stats(struct cushare_limiter_stats *out)
 }
 
 /* Bit d set while device d's pacing is engaged (or may be: a bit is
- * cleared only when the flag it copies is 0 after the clearing), so a
- * launch finding 0 needs no device lookup and no mutex. Written by the
- * arming launch and the watcher; read by every launch. */
+ * cleared only when the flag it copies is 0 after the clearing), bit
+ * CS_LIM_STAMP_SHIFT + d while device d's launches are stamped (a busy
+ * lower-priority tenant yields to them), so a launch finding 0 needs no
+ * device lookup, no clock and no mutex. Written by the arming launch and
+ * the watcher; read by every launch. */
 static uint64_t engaged_bits;
 /* When a call of this process that waited for the GPU last returned
  * after blocking (cs__limiter_synced); 0 never. Any thread writes it,
  * launch paths read it (relaxed: one timestamp, a late view only counts
  * one gap by estimate). */
 static int64_t drained_ns;
+
+#define CS_LIM_STAMP_SHIFT 32
+#define CS_LIM_ENGAGED_MASK ((1ull << CS_LIM_STAMP_SHIFT) - 1)
+_Static_assert(CS_MAX_DEVICES <= CS_LIM_STAMP_SHIFT, "engaged and stamp bits overlap");
+
+void cs__lim_set_stamp(int d, uint64_t *p)
+{
+    uint64_t bit = 1ull << (CS_LIM_STAMP_SHIFT + d);
+    /* The pointer before the bit: a launch that sees the bit finds it. A
+     * launch that loaded the old pointer may still store there once: the
+     * board keeps every address it handed out mapped. */
+    __atomic_store_n(&cs__lim_devs[d].stamp, p, __ATOMIC_RELEASE);
+    if (p)
+        __atomic_or_fetch(&engaged_bits, bit, __ATOMIC_SEQ_CST);
+    else
+        __atomic_and_fetch(&engaged_bits, ~bit, __ATOMIC_SEQ_CST);
+}
+
+/* Stamps this launch's time for the devices whose bits are in `mask` (a
+ * process rarely uses more than one device, and the free path does not
+ * know which one a launch goes to: every stamped device is stamped). */
+static void stamp_launch(uint64_t mask)
+{
+    uint64_t now = (uint64_t)cs__now_ns();
+    for (; mask; mask &= mask - 1) {
+        uint64_t *p = __atomic_load_n(&cs__lim_devs[__builtin_ctzll(mask)].stamp,
+                                      __ATOMIC_ACQUIRE);
+        if (p)
+            __atomic_store_n(p, now, __ATOMIC_RELAXED);
+    }
+}
+
+static void quiet_close(const struct cs_lim_quiet *q, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (q[i].fd >= 0)
+            close(q[i].fd);
+}
+
+void cs__lim_set_quiet(int d, const struct cs_lim_quiet *q, int n, int64_t quiet_ns)
+{
+    struct cs_lim_dev *D = &cs__lim_devs[d];
+    struct cs_lim_quiet old[CS_LIM_QUIET];
+    if (n > CS_LIM_QUIET) { /* the device keeps CS_LIM_QUIET; it was given all */
+        quiet_close(q + CS_LIM_QUIET, n - CS_LIM_QUIET);
+        n = CS_LIM_QUIET;
+    }
+    pthread_mutex_lock(&D->mu);
+    int nold = D->nquiet;
+    memcpy(old, D->quiet, sizeof old);
+    memcpy(D->quiet, q, (size_t)n * sizeof *q);
+    D->nquiet = n;
+    D->quiet_ns = quiet_ns;
+    pthread_mutex_unlock(&D->mu);
+    quiet_close(old, nold);
+}
+
+/* Yield on activity (device mutex held): how long to wait until every
+ * busy higher-priority peer has been quiet for the quiet period. */
+static int64_t quiet_wait(struct cs_lim_dev *D, int64_t now)
+{
+    if (!D->nquiet || D->quiet_ns <= 0)
+        return 0;
+    int64_t last[CS_LIM_QUIET];
+    for (int i = 0; i < D->nquiet; i++)
+        last[i] = cs__board_read_stamp(D->quiet[i].fd, D->quiet[i].own, D->quiet[i].index, now);
+    return cs__fair_quiet_wait(now, last, D->nquiet, D->quiet_ns);
+}
 
 int cs__lim_set_engaged(int d, int on)
 {
@@ -147,7 +220,7 @@ void cs__lim_atfork_child(void)
     cs__capture_atfork_child();
     cs__mutex_reset(&arm_mu);
     memset(&cs__lim_stats, 0, sizeof cs__lim_stats);
-    cs__lim_stats.version = 5;
+    cs__lim_stats.version = 6;
     __atomic_store_n(&arm_decided, 0, __ATOMIC_RELEASE);
     __atomic_store_n(&cs__lim_armed, 1, __ATOMIC_RELEASE);
     __atomic_store_n(&drained_ns, 0, __ATOMIC_RELAXED);
@@ -156,10 +229,12 @@ CS_FORK_CHILD_RESET(cs__lim_atfork_child, CS_FORK_LIMITER)
 
 static void reset_all(void)
 {
+    __atomic_store_n(&engaged_bits, 0, __ATOMIC_SEQ_CST); /* set again by arming */
     for (int d = 0; d < CS_MAX_DEVICES; d++) {
         struct cs_lim_dev *D = &cs__lim_devs[d];
         for (int i = 0; i < D->nstreams; i++)
             free(D->streams[i]);
+        quiet_close(D->quiet, D->nquiet);
         memset(D, 0, sizeof *D);
         cs__mutex_reset(&D->mu);
     }
@@ -717,6 +792,7 @@ static bool law_follow(struct cs_lim_dev *D, int dev, int64_t now)
  * (estimate) to the window's end, the GPU time nobody may use. */
 struct cs_lim_hold {
     int64_t idle_from, window_end;   /* window_end 0: no such hold */
+    bool quiet;                      /* the wait is a yield on activity */
 };
 
 /* 0 when the law and our window let a launch go now (device mutex held),
@@ -734,9 +810,13 @@ static int64_t pace_wait(struct cs_lim_dev *D, int64_t now, struct cs_lim_hold *
     int64_t guard = __atomic_load_n(&D->ahead_ns, __ATOMIC_RELAXED);
     cs__law_set_credit(&D->law, w.len_ns ? w.period_ns + D->law.ahead_ns : guard);
     int64_t wait = cs__law_wait(&D->law, now);
+    bool quiet = false;
+    if (!wait)
+        quiet = (wait = quiet_wait(D, now)) != 0;
     int64_t queue_end = D->queue_end_ns > now ? D->queue_end_ns : now;
     *hold = (struct cs_lim_hold){.idle_from = queue_end,
-                                 .window_end = wait ? own_window_end(D, now) : 0};
+                                 .window_end = wait ? own_window_end(D, now) : 0,
+                                 .quiet = quiet};
     if (!wait && w.len_ns) {
         wait = cs__law_window_wait(&w, queue_end - now, now);
         if (wait)
@@ -830,6 +910,7 @@ static struct cs_lim_stream *wait_turn(struct cs_lim_dev *D, struct cs_lim_ctx *
                                        uintptr_t key, CUstream rec, uint32_t weight,
                                        bool *engaged)
 {
+    bool yielded = false; /* counted in quiet_waits */
     for (bool held = false;; held = true) {
         int64_t now = cs__now_ns();
         pthread_mutex_lock(&D->mu);
@@ -844,6 +925,10 @@ static struct cs_lim_stream *wait_turn(struct cs_lim_dev *D, struct cs_lim_ctx *
         if (!wait) {
             note_dry(D, held, weight, now);
             return st;
+        }
+        if (hold.quiet && !yielded) {
+            yielded = true;
+            CS_LIM_STAT_ADD(quiet_waits, 1);
         }
         pthread_mutex_unlock(&D->mu);
         pace_sleep(D, now + wait, &hold);
@@ -950,8 +1035,13 @@ static void hold_while_hami_blocks(void)
 static uint32_t free_path_weight(void)
 {
     static __thread uint32_t let_go; /* this thread's launches since its last sample */
-    if (__atomic_load_n(&engaged_bits, __ATOMIC_RELAXED))
-        return let_go = 0, 1;
+    uint64_t bits = __atomic_load_n(&engaged_bits, __ATOMIC_RELAXED);
+    if (bits) {
+        if (bits >> CS_LIM_STAMP_SHIFT)
+            stamp_launch(bits >> CS_LIM_STAMP_SHIFT);
+        if (bits & CS_LIM_ENGAGED_MASK)
+            return let_go = 0, 1;
+    }
     if (++let_go < CS_LIM_FREE_SAMPLE)
         return 0;
     uint32_t w = let_go;

@@ -209,7 +209,7 @@ void cs__capture_atfork_child(void);
  * Exported as cushare_limiter_stats() so a test can read them through
  * dlsym without linking internals. */
 struct cushare_limiter_stats {
-    uint32_t version;           /* 5: free_launches added; 4: watch_ticks added; 3: law_window_sleep_ns added; 2:
+    uint32_t version;           /* 6: quiet_waits added; 5: free_launches added; 4: watch_ticks added; 3: law_window_sleep_ns added; 2:
                                    launches_by_path follows hooks.def */
     uint32_t armed;             /* the fast-path flag */
     uint64_t paced_launches;    /* launches that went through the slow path */
@@ -234,6 +234,8 @@ struct cushare_limiter_stats {
                                    the watcher to have seen what it wrote */
     uint64_t free_launches;     /* launches let go without the slow path:
                                    nothing engaged, not this thread's sample */
+    uint64_t quiet_waits;       /* launches held because a busy higher-priority
+                                   tenant launched within the quiet period */
 };
 
 #endif

@@ -99,6 +99,8 @@ static struct {
                                     the process's launches, markers, pairs, estimates */
         uint32_t logged_pm;      /* share last logged */
         struct cs_fair_out fair; /* the last engaged decision (policy default) */
+        int yielding_to;         /* higher-priority peers whose launch stamps
+                                    our launches wait on (yield on activity) */
     } dev[CS_MAX_DEVICES];
     /* One entry per tick, the last second and one more: the tenant's GPU
      * time, this process's charged time, work and pacing sleep (counters
@@ -751,6 +753,54 @@ static int decide_default(int d, uint32_t ppm, int32_t prio, int util, int forei
     return engaged;
 }
 
+/* Yield on activity (fair.h): while a busy lower-priority tenant shares
+ * device d, our launches are stamped in our board entry for it to see;
+ * while we are held for priority, our launches wait for the busy
+ * higher-priority peers' stamps to be a quiet period old. */
+static void update_stamp(int d, const struct cs_board_view *v)
+{
+    struct cs_lim_dev *D = &cs__lim_devs[d];
+    int64_t quiet = (int64_t)cs__config()->priority_quiet_us * 1000;
+    const uint8_t *uuid = (const uint8_t *)cs__device_info(d)->uuid.bytes;
+    uint64_t *stamp = quiet && v->busy_lower && W.board ? cs__board_stamp(W.board, uuid) : NULL;
+    if ((stamp != NULL) != (__atomic_load_n(&D->stamp, __ATOMIC_RELAXED) != NULL))
+        cs_info(SUBSYS, "device %d: %s launch times (%s)", d, stamp ? "publishing" : "stopped "
+                "publishing", stamp ? "a busy lower-priority tenant yields to them"
+                                    : "no busy lower-priority tenant");
+    cs__lim_set_stamp(d, stamp);
+}
+
+/* `may`: policy default decided this tick (under force, or while HAMi's
+ * switch holds the device, priority plays no part: stamps handed over
+ * before are dropped). */
+static void update_yield(int d, const struct cs_board_view *v, int32_t prio, bool may)
+{
+    struct cs_lim_dev *D = &cs__lim_devs[d];
+    int64_t quiet = (int64_t)cs__config()->priority_quiet_us * 1000;
+    struct cs_lim_quiet q[CS_LIM_QUIET];
+    int n = 0;
+    bool yielding = may && quiet && W.board && __atomic_load_n(&D->engaged, __ATOMIC_RELAXED) &&
+                    W.dev[d].fair.why == CS_FAIR_PRIORITY;
+    for (int i = 0; yielding && i < v->npeers && n < CS_LIM_QUIET; i++) {
+        if (v->peers[i].priority >= prio)
+            continue;
+        q[n] = (struct cs_lim_quiet){.index = v->peers[i].index};
+        q[n].fd = cs__board_stamps_fd(W.board, &v->peers[i], &q[n].own);
+        n += q[n].fd >= 0 || q[n].own;
+    }
+    cs__lim_set_quiet(d, q, n, quiet);
+    /* Said once the launch path has them: a launch after this line waits. */
+    if (n != W.dev[d].yielding_to) {
+        if (n)
+            cs_info(SUBSYS, "device %d: yielding on activity to %d busy higher-priority "
+                    "tenant%s (quiet period %lld us)", d, n, n == 1 ? "" : "s",
+                    (long long)(quiet / 1000));
+        else
+            cs_info(SUBSYS, "device %d: not yielding on activity", d);
+        W.dev[d].yielding_to = n;
+    }
+}
+
 static void tick(int64_t now)
 {
     const struct cs_ledger_header *h = cs__ledger()->hdr;
@@ -802,6 +852,7 @@ static void tick(int64_t now)
                                       .held = held(d), .filling = filling(d)};
             memcpy(p.uuid, cs__device_info(d)->uuid.bytes, 16);
             cs__board_post(W.board, &p, now);
+            update_stamp(d, &v);
         }
         /* Pairs spanning several launches measure other contexts' slices
          * with ours when a busy co-tenant time-slices with us: only alone,
@@ -823,6 +874,7 @@ static void tick(int64_t now)
                 apply_share(d, true);
             cs__lim_set_engaged(d, 1);
             publish_state(d, ppm, CS_FAIR_CAPPED, (uint32_t)D->pct * 100);
+            update_yield(d, &v, prio, false);
             update_window(d, &v, true, now);
             continue;
         }
@@ -841,10 +893,12 @@ static void tick(int64_t now)
             if (cs__lim_set_engaged(d, 1) != 1)
                 cs_info(SUBSYS, "device %d: pacing engaged by HAMi's utilization_switch", d);
             publish_state(d, ppm, CS_FAIR_CAPPED, (uint32_t)D->pct * 100);
+            update_yield(d, &v, prio, false);
             update_window(d, &v, true, now);
             continue;
         }
         int engaged = decide_default(d, ppm, prio, util_now, foreign, &v, now);
+        update_yield(d, &v, prio, known);
         if (known)
             apply_share(d, false);
         update_window(d, &v, engaged && W.dev[d].fair.turns, now);

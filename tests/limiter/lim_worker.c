@@ -31,6 +31,10 @@
  * limiter's watcher has decided and no device is engaged (the free path),
  * then runs as usual; --out then also holds run_markers, run_paced and
  * run_free: the counters' growth over the run after that point.
+ * --trace FILE (launch mode) appends one line per launch, written when it
+ * returns: "<entry ns> <return ns> <quiet_waits> <sleeps>", the launch's
+ * CLOCK_MONOTONIC entry and return times and the limiter's counters after
+ * it, line-buffered so a test can follow it while the worker runs.
  */
 #define _GNU_SOURCE
 #define __CUDA_API_VERSION_INTERNAL 1
@@ -118,6 +122,29 @@ static void log_to(const char *path)
 
 /* The counters when the counted run began (--until-free), or NULL. */
 static const struct cushare_limiter_stats *run_base;
+/* The --trace file, or NULL. */
+static FILE *open_trace(const char *path)
+{
+    if (!path)
+        return NULL;
+    FILE *f = fopen(path, "we");
+    if (!f) {
+        fprintf(stderr, "worker: cannot write the trace %s\n", path);
+        exit(2);
+    }
+    setvbuf(f, NULL, _IOLBF, 0);
+    return f;
+}
+
+static void trace_launch(FILE *f, int64_t entry, int64_t ret)
+{
+    if (!f)
+        return;
+    struct cushare_limiter_stats s;
+    read_stats(&s);
+    fprintf(f, "%lld %lld %llu %llu\n", (long long)entry, (long long)ret,
+            (unsigned long long)s.quiet_waits, (unsigned long long)s.sleeps);
+}
 
 static void write_stats(const char *out, uint64_t launches, int64_t elapsed)
 {
@@ -143,9 +170,9 @@ static void write_stats(const char *out, uint64_t launches, int64_t elapsed)
             (unsigned long long)s.engaged_mask);
     for (int i = 0; i < CS_LIM_NPATHS; i++)
         fprintf(f, "path_%s %llu\n", paths[i].name, (unsigned long long)s.launches_by_path[i]);
-    fprintf(f, "captured %llu\nwindow_waits %llu\nlaw_window_sleep_ns %llu\n",
+    fprintf(f, "captured %llu\nwindow_waits %llu\nlaw_window_sleep_ns %llu\nquiet_waits %llu\n",
             (unsigned long long)s.captured, (unsigned long long)s.window_waits,
-            (unsigned long long)s.law_window_sleep_ns);
+            (unsigned long long)s.law_window_sleep_ns, (unsigned long long)s.quiet_waits);
     fprintf(f, "usr1_before %d\nusr1_after %d\n", (int)usr1_before, (int)usr1_after);
     fclose(f);
 }
@@ -703,6 +730,7 @@ int main(int argc, char **argv)
     double secs = 2;
     unsigned blocks = 1000, sync_every = 4, gap_us = 0, device = 0, graph_kernels = 0;
     const char *path = "cuLaunchKernel", *out = NULL, *mode = "launch", *ready = NULL;
+    const char *trace_path = NULL;
     int use_stream = 0, until_free = 0;
     long long count = 0;
     struct churn_opts churn = {.max_kib = 16384, .hold = 4, .launches = 4};
@@ -742,6 +770,8 @@ int main(int argc, char **argv)
             ready = v, i++;
         else if (!strcmp(a, "--log"))
             log_to(v), i++;
+        else if (!strcmp(a, "--trace"))
+            trace_path = v, i++;
         else if (!strcmp(a, "--stop"))
             churn.stop = v, i++;
         else if (!strcmp(a, "--pause"))
@@ -844,10 +874,13 @@ int main(int argc, char **argv)
         }
         run_base = &base;
     }
+    FILE *trace = open_trace(trace_path);
     const int64_t t0 = now_ns(), end = t0 + (int64_t)(secs * 1e9);
     uint64_t n = 0;
     while (count ? n < (uint64_t)count : churn.stop ? !exists(churn.stop) : now_ns() < end) {
+        int64_t entry = now_ns();
         CK(launch_path(p, &tg));
+        trace_launch(trace, entry, now_ns());
         if (n++ == 0)
             mark_ready(ready);
         if (sync_every && n % sync_every == 0)
@@ -859,5 +892,7 @@ int main(int argc, char **argv)
     }
     CK(cuCtxSynchronize());
     write_stats(out, n, now_ns() - t0);
+    if (trace)
+        fclose(trace);
     return 0;
 }

@@ -39,7 +39,10 @@ static void layout(void)
     CHECK_EQ(offsetof(struct cs_board_entry, flags), 56);
     CHECK_EQ(offsetof(struct cs_board_entry, check), 60);
     CHECK_EQ(CS_BOARD_F_STARVED, 1);
-    CHECK_EQ(CS_BOARD_SIZE, 64 + 512 * 64);
+    /* Layout 3: the launch stamps, one uint64_t per entry, start on the
+     * page after the entries (page-aligned: the writer maps them alone). */
+    CHECK_EQ(CS_BOARD_STAMPS_OFF, 36864);
+    CHECK_EQ(CS_BOARD_SIZE, 36864 + 512 * 8);
 }
 
 /* The bytes a writer produces, pinned: a header for uid 1000, and an
@@ -50,7 +53,7 @@ static void layout(void)
 static void golden_bytes(const char *file, const uint8_t uuid[16])
 {
     static const uint8_t header[64] = {
-        'C', 'U', 'S', 'H', 'B', 'R', 'D', '2', 2, 0, 0, 0, 64, 0, 0, 0,
+        'C', 'U', 'S', 'H', 'B', 'R', 'D', '3', 3, 0, 0, 0, 64, 0, 0, 0,
         64, 0, 0, 0, 0, 2, 0, 0, 0xe8, 0x03, 0, 0};
     static const uint8_t entry[64] = {
         0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11, /* tenant */
@@ -94,16 +97,43 @@ static void post(struct cs_board *b, uint64_t tenant, const uint8_t *uuid, int p
     cs__board_post(b, &p, now);
 }
 
+/* Launch stamps: our entry's stamp is a shared mapping of the stamps
+ * page, a store there is what any reader's pread sees at 36864 + 8 i, and
+ * a reader believes a stamp only up to CS_BOARD_FUTURE_NS ahead. */
+static void launch_stamps(struct cs_board *b, const char *file, const uint8_t uuid[16])
+{
+    const uint8_t unposted[16] = {0xee};
+    CHECK(cs__board_stamp(b, unposted) == NULL);
+    uint64_t *st = cs__board_stamp(b, uuid);
+    CHECK(st != NULL);
+    __atomic_store_n(st, 0x0102030405060708ull, __ATOMIC_RELAXED);
+    int fd = open(file, O_RDONLY);
+    CHECK(fd >= 0);
+    bool found = false;
+    for (uint32_t i = 0; i < 512 && !found; i++) {
+        uint64_t v = 0;
+        CHECK_EQ(pread(fd, &v, 8, 36864 + 8 * (off_t)i), 8);
+        if (v == 0x0102030405060708ull) {
+            found = true;
+            int64_t now = 0x0102030405060708ll;
+            CHECK_EQ(cs__board_read_stamp(fd, NULL, i, now), now);
+            CHECK_EQ(cs__board_read_stamp(fd, NULL, i, now - SEC), now);
+            CHECK_EQ(cs__board_read_stamp(fd, NULL, i, now - SEC - 1), 0); /* too far ahead */
+            CHECK_EQ(cs__board_read_stamp(fd, NULL, 512, now), 0);          /* no such entry */
+            CHECK_EQ(cs__board_read_stamp(-1, NULL, i, now), 0);
+            CHECK_EQ(cs__board_read_stamp(-1, st - i, i, now), now);        /* own mapping */
+        }
+    }
+    close(fd);
+    CHECK(found);
+    __atomic_store_n(st, 0, __ATOMIC_RELAXED);
+}
+
 int main(void)
 {
     layout();
-    char dir[] = "/tmp/cs-board-XXXXXX";
-    CHECK(mkdtemp(dir) != NULL);
-    char path[128], file[200];
-    snprintf(path, sizeof path, "%s/board", dir);
-    board_own_file(file, sizeof file, path, (unsigned)geteuid());
-    struct cs_board *b = cs__board_open(path);
-    CHECK(b != NULL);
+    char dir[] = "/tmp/cs-board-XXXXXX", path[128], file[200];
+    struct cs_board *b = board_open_fresh(dir, path, sizeof path, file, sizeof file);
     /* Our own file, ours alone to write, readable by every tenant. */
     struct stat st;
     CHECK_EQ(lstat(file, &st), 0);
@@ -119,6 +149,7 @@ int main(void)
     memcpy(g.uuid, golden_gpu, 16);
     cs__board_post(b, &g, 5 * SEC);
     golden_bytes(file, golden_gpu);
+    launch_stamps(b, file, golden_gpu);
 
     int64_t now = 100 * SEC;
     struct cs_board_view v;

@@ -191,13 +191,15 @@ static void priority(void)
         }
     }
     /* Measured, not starved of CPU: equal 47.3-49.8 (H) and 23.3-24.9
-     * (L); H at priority 0 79.8-80.3, L 18.1-19.3 (what H, unpaced,
-     * leaves it on the fake's one FIFO timeline). Below: about 1.5 times
-     * the largest shortfall. */
+     * (L); H at priority 0 79.2-89.4, L 10.3-20.8: what H, unpaced,
+     * leaves it on the fake's one FIFO timeline, in the gaps where H has
+     * launched nothing for the quiet period (L yields on H's activity;
+     * before it did, 79.8-80.3 and 18.1-19.3). Below: about 1.5 times
+     * the largest shortfall; L must still get some (it fills H's gaps). */
     /* Equal: the whole GPU split by the limits, 2:1 (work conserving). */
     CHECK_SHARE_STARVED(m[0][0], 66.7, 2, 4, st[0][0]);
     CHECK_SHARE_STARVED(m[0][1], 33.3, 2, 4, st[0][1]);
-    CHECK(m[1][1] + st[1][1] >= 14 && m[1][1] <= 26);  /* L held while H is busy */
+    CHECK(m[1][1] + st[1][1] >= 5 && m[1][1] <= 26);   /* L held while H is busy */
     CHECK_GE(m[1][0] + st[1][0], 75);                  /* H not held by the lower L */
 }
 

@@ -2,8 +2,9 @@
  * The share decision (src/limiter/fair.c) without a driver: the weighted
  * max-min split, work conservation (nobody held while the GPU has idle
  * time or nobody else wants it), the floor under contention, the hard
- * cap of `force`, the priority hold with its short queue, and turn-taking
- * only for tenants that fill the GPU.
+ * cap of `force`, the priority hold with its short queue, turn-taking
+ * only for tenants that fill the GPU, and yielding on a higher-priority
+ * tenant's activity (the quiet wait).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -230,8 +231,44 @@ static void force_and_priority(void)
     CHECK(cs__fair_why_name(CS_FAIR_FREE)[0] == '-');
 }
 
+/* Yield on activity: a lower-priority tenant launches only once every
+ * busy higher-priority peer has launched nothing for the quiet period, and
+ * looks again at most one quiet period later. */
+static void quiet_wait(void)
+{
+    const int64_t Q = 2000000, now = 50000000000ll;
+    /* Nobody published a launch, or yielding is off: go. */
+    CHECK_EQ(cs__fair_quiet_wait(now, NULL, 0, Q), 0);
+    CHECK_EQ(cs__fair_quiet_wait(now, (int64_t[]){0, 0}, 2, Q), 0);
+    CHECK_EQ(cs__fair_quiet_wait(now, (int64_t[]){now}, 1, 0), 0);
+    CHECK_EQ(cs__fair_quiet_wait(now, (int64_t[]){now}, 1, -5), 0);
+    /* A peer that just launched: wait the whole quiet period. */
+    CHECK_EQ(cs__fair_quiet_wait(now, (int64_t[]){now}, 1, Q), Q);
+    /* Part of it has passed: wait the rest; exactly Q ago is quiet. */
+    CHECK_EQ(cs__fair_quiet_wait(now, (int64_t[]){now - 500000}, 1, Q), 1500000);
+    CHECK_EQ(cs__fair_quiet_wait(now, (int64_t[]){now - Q}, 1, Q), 0);
+    CHECK_EQ(cs__fair_quiet_wait(now, (int64_t[]){now - Q - 1}, 1, Q), 0);
+    /* Every peer must be quiet: the latest launch decides. */
+    CHECK_EQ(cs__fair_quiet_wait(now, (int64_t[]){now - 3 * Q, now - 100, now - Q}, 3, Q),
+             Q - 100);
+    /* A launch stamped in the future (a peer's lie, or a clock read that
+     * raced ours) counts as now: the wait never exceeds one period, so a
+     * caller looks again within Q whatever a peer publishes. */
+    CHECK_EQ(cs__fair_quiet_wait(now, (int64_t[]){now + 1000000000ll}, 1, Q), Q);
+    CHECK_EQ(cs__fair_quiet_wait(now, (int64_t[]){INT64_MAX, now - Q}, 2, Q), Q);
+    /* Negative garbage is no launch. */
+    CHECK_EQ(cs__fair_quiet_wait(now, (int64_t[]){-1, INT64_MIN}, 2, Q), 0);
+    /* Pure: the verdict moves only with its inputs. Sleeping the wait
+     * and asking again lets the launch go unless the peer launched. */
+    int64_t last = now - 700000, w = cs__fair_quiet_wait(now, &last, 1, Q);
+    CHECK_EQ(cs__fair_quiet_wait(now + w, &last, 1, Q), 0);
+    last = now + w - 1;
+    CHECK_EQ(cs__fair_quiet_wait(now + w, &last, 1, Q), Q - 1);
+}
+
 int main(void)
 {
+    quiet_wait();
     split();
     conserving();
     floor_under_contention();

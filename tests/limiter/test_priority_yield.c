@@ -1,0 +1,341 @@
+/*
+ * Yield on activity (docs/limiter.md, "Policy and priority"): a tenant
+ * held for priority launches only once every busy higher-priority tenant
+ * has launched nothing for the quiet period Q (CUSHARE_PRIORITY_QUIET_US),
+ * and runs freely again once that tenant has gone.
+ *
+ * H (CUDA_TASK_PRIORITY 0) is launch-bound: a 1 ms kernel, a sync, 4 ms on
+ * the CPU (gaps longer than Q, so L has room). L (priority 1) saturates the
+ * GPU. Both trace every launch (lim_worker --trace: entry and return,
+ * CLOCK_MONOTONIC, and L's limiter counters after it).
+ *
+ *   1. The test waits for L's log to say that its launch path yields to
+ *      one tenant (said only while its pacing is engaged for priority),
+ *      and for a non-zero launch stamp in the board file (H publishes). From then on
+ *      (t_ready) every launch of H is stamped, at a time no earlier than
+ *      its entry, and every launch of L looks at the stamps before it goes.
+ *   2. Verdict from the traces: a launch of L that entered after a launch
+ *      of H (entered after t_ready) had returned found that stamp, so it
+ *      returned at least Q after that launch of H entered. Launches that
+ *      entered before t_ready are not judged (H may not publish yet, L not
+ *      yield yet). L must also have launched in H's gaps (it fills them)
+ *      and have been held by yielding at least once.
+ *   3. H stops. Once L's log says its pacing is released, L's later
+ *      launches are never held again, neither by yielding nor by any
+ *      pacing sleep: the GPU H left is L's (work conservation).
+ *
+ * Nothing here depends on timing: a slow CPU delays launches and the
+ * stamps with them; every wait is for a condition, with scaled deadlines.
+ *
+ *   pod   (limiter_priority_yield) both in one pod, one board file: L
+ *         reads H's stamp through its own mapping of that file.
+ *   pods  (limiter_priority_yield_pods) H in a mount namespace of its own
+ *         (another pod, so another board file, as for any other user): L
+ *         reads H's stamp with pread through a checked descriptor. Needs
+ *         root (unshare -m); skipped, visibly, otherwise.
+ */
+#include <dirent.h>
+#include <fcntl.h>
+
+#include "limiter/lim_test.h"
+
+#define QUIET_US 2000
+#define QUIET_NS (QUIET_US * 1000ll)
+#define STAMPS_OFF 36864 /* board layout 3 (board.h), pinned by limiter_board */
+
+static const char **tenant(const char *name, const char *prio)
+{
+    const char **env = calloc(16, sizeof *env);
+    int n = 0;
+    env[n++] = lim_kv("FAKECUDA_STATE=%s", lim_path("gpu.state"));
+    env[n++] = "FAKECUDA_NS_PER_BLOCK=1000";
+    env[n++] = "FAKECUDA_UTIL_WINDOW_MS=300";
+    env[n++] = lim_kv("CUDA_DEVICE_MEMORY_SHARED_CACHE=%s", lim_path(lim_kv("%s.ledger", name)));
+    env[n++] = "GPU_CORE_UTILIZATION_POLICY=default";
+    env[n++] = "CUDA_DEVICE_SM_LIMIT=50";
+    env[n++] = lim_kv("CUDA_TASK_PRIORITY=%s", prio);
+    env[n++] = lim_kv("CUSHARE_PRIORITY_QUIET_US=%d", QUIET_US);
+    env[n++] = "CUSHARE_LOG_LEVEL=info";
+    env[n++] = lim_kv("CUSHARE_BOARD=%s", lim_path("board"));
+    return env;
+}
+
+static const char **worker(const char *name, const char *blocks, const char *sync,
+                           const char *gap_us)
+{
+    const char **a = calloc(20, sizeof *a);
+    const char *v[] = {"--blocks", blocks, "--sync", sync, "--gap-us", gap_us,
+                       "--trace", lim_path(lim_kv("%s.trace", name)),
+                       "--log", lim_path(lim_kv("%s.log", name)),
+                       "--stop", lim_path(lim_kv("%s.stop", name)),
+                       "--out", lim_path(lim_kv("%s.out", name)), NULL};
+    memcpy(a, v, sizeof v);
+    return a;
+}
+
+/* A worker in a mount namespace of its own (another pod), under the
+ * preload, as lim_spawn starts one. */
+static pid_t spawn_in_own_pod(const char *const *env, const char *const *args)
+{
+    const char *argv[40] = {"/usr/bin/unshare", "-m", "--propagation", "private",
+                            lim_kv("%s/limiter_worker", getenv("CS_BUILD_DIR"))};
+    int n = 5;
+    for (int i = 0; args[i] && n < 39; i++)
+        argv[n++] = args[i];
+    const char *full[24] = {lim_kv("LD_PRELOAD=%s", getenv("CUSHARE_LIBRARY"))};
+    int m = 1;
+    for (int i = 0; env[i] && m < 23; i++)
+        full[m++] = env[i];
+    return cs_spawn((char *const *)argv, (char *const *)full);
+}
+
+/* Board files in the test directory. */
+static int board_files(void)
+{
+    DIR *dir = opendir(lim_dir_path);
+    CHECK(dir != NULL);
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(dir)))
+        n += !strncmp(de->d_name, "board.", 6);
+    closedir(dir);
+    return n;
+}
+
+/* ---- following a worker's trace ----------------------------------------- */
+
+struct launch {
+    int64_t entry, ret;
+    uint64_t quiet_waits, sleeps;
+};
+
+struct trace {
+    const char *path;
+    long off;               /* bytes of complete lines read */
+    int n, cap;
+    struct launch *l;
+};
+
+/* Reads the complete lines appended since the last call. */
+static void trace_follow(struct trace *t)
+{
+    FILE *f = fopen(t->path, "r");
+    if (!f)
+        return;
+    CHECK(fseek(f, t->off, SEEK_SET) == 0);
+    char line[256];
+    while (fgets(line, sizeof line, f)) {
+        size_t len = strlen(line);
+        if (!len || line[len - 1] != '\n')
+            break; /* the worker is still writing it */
+        struct launch x;
+        long long e, r;
+        unsigned long long q, s;
+        CHECK(sscanf(line, "%lld %lld %llu %llu", &e, &r, &q, &s) == 4);
+        x = (struct launch){.entry = e, .ret = r, .quiet_waits = q, .sleeps = s};
+        if (t->n == t->cap) {
+            t->cap = t->cap ? 2 * t->cap : 4096;
+            t->l = realloc(t->l, (size_t)t->cap * sizeof *t->l);
+            CHECK(t->l != NULL);
+        }
+        t->l[t->n++] = x;
+        t->off += (long)len;
+    }
+    fclose(f);
+}
+
+/* Launches of t that entered at or after `from`. */
+static int entered_since(struct trace *t, int64_t from)
+{
+    trace_follow(t);
+    int n = 0;
+    for (int i = t->n - 1; i >= 0 && t->l[i].entry >= from; i--)
+        n++;
+    return n;
+}
+
+/* ---- conditions ----------------------------------------------------------- */
+
+/* `what` in a line of the log that starts at or after byte `from`. */
+static bool log_says_after(const char *file, const char *what, long from)
+{
+    FILE *f = fopen(file, "r");
+    if (!f)
+        return false;
+    if (fseek(f, from, SEEK_SET)) {
+        fclose(f);
+        return false;
+    }
+    char line[1024];
+    bool found = false;
+    while (!found && fgets(line, sizeof line, f))
+        found = strstr(line, what) != NULL;
+    fclose(f);
+    return found;
+}
+
+static bool log_says(const char *file, const char *what)
+{
+    return log_says_after(file, what, 0);
+}
+
+static long log_size(const char *file)
+{
+    struct stat st;
+    CHECK(stat(file, &st) == 0);
+    return (long)st.st_size;
+}
+
+/* Some launch stamp in the test's board file(s) is not zero. */
+static bool board_stamped(void)
+{
+    DIR *dir = opendir(lim_dir_path);
+    CHECK(dir != NULL);
+    bool stamped = false;
+    struct dirent *de;
+    while (!stamped && (de = readdir(dir))) {
+        if (strncmp(de->d_name, "board.", 6))
+            continue;
+        int fd = openat(dirfd(dir), de->d_name, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        uint64_t st[512];
+        if (pread(fd, st, sizeof st, STAMPS_OFF) == (ssize_t)sizeof st)
+            for (int i = 0; i < 512 && !stamped; i++)
+                stamped = st[i] != 0;
+        close(fd);
+    }
+    closedir(dir);
+    return stamped;
+}
+
+/* ---- verdicts ------------------------------------------------------------- */
+
+/* Step 2: every launch of L entered since `from` after some launch of H
+ * (entered since `from`) had returned, returned at least Q after the
+ * latest such launch of H entered. Returns how many launches of L were
+ * judged. */
+static int judge_yield(const struct trace *h, const struct trace *l, int64_t from)
+{
+    int judged = 0, bad = 0, j = 0, from_h;
+    int64_t latest = -1, margin = INT64_MAX; /* entry of the latest H returned before */
+    /* Launches of H, in order, by return: each launch's return follows the
+     * one before (one thread), so a single pass does. */
+    while (j < h->n && h->l[j].entry < from)
+        j++;
+    from_h = j;
+    for (int i = 0; i < l->n; i++) {
+        const struct launch *x = &l->l[i];
+        if (x->entry < from)
+            continue;
+        while (j < h->n && h->l[j].ret < x->entry)
+            latest = h->l[j++].entry;
+        if (latest < 0)
+            continue;
+        judged++;
+        int64_t m = x->ret - (latest + QUIET_NS);
+        if (m < margin)
+            margin = m;
+        if (m < 0 && bad++ < 5)
+            fprintf(stderr, "L's launch %d (entered %.3f ms, returned %.3f ms) went %.3f ms "
+                    "after H's launch that entered at %.3f ms: under the quiet period\n", i,
+                    (double)(x->entry - from) / 1e6, (double)(x->ret - from) / 1e6,
+                    (double)(x->ret - latest) / 1e6, (double)(latest - from) / 1e6);
+    }
+    printf("yield: %d launches of L judged against %d of H, %d under the quiet period, "
+           "least margin %.3f ms\n", judged, h->n - from_h, bad,
+           judged ? (double)margin / 1e6 : 0.0);
+    CHECK_EQ(bad, 0);
+    return judged;
+}
+
+/* Step 3: L's launches that entered since `from` were never held: its
+ * counters stand where the launch before them left them. */
+static void judge_free(const struct trace *l, int64_t from)
+{
+    int first = l->n;
+    while (first > 0 && l->l[first - 1].entry >= from)
+        first--;
+    CHECK(first > 0 && first < l->n);
+    const struct launch *base = &l->l[first - 1];
+    for (int i = first; i < l->n; i++) {
+        CHECK_EQ(l->l[i].quiet_waits, base->quiet_waits);
+        CHECK_EQ(l->l[i].sleeps, base->sleeps);
+    }
+    printf("released: %d launches of L after the release, none held\n", l->n - first);
+}
+
+static void stop(const char *name)
+{
+    FILE *f = fopen(lim_path(lim_kv("%s.stop", name)), "w");
+    if (f)
+        fclose(f);
+}
+
+/* A failed CHECK exits: the workers, which run until their stop files
+ * appear, must not outlive the test (CTest would wait for them). */
+static void stop_both(void)
+{
+    stop("h");
+    stop("l");
+}
+
+int main(int argc, char **argv)
+{
+    bool pods = argc > 1 && !strcmp(argv[1], "pods");
+    if (argc > 1 && !pods && strcmp(argv[1], "pod"))
+        return 2;
+    if (pods)
+        cs_require_root("another pod is another mount namespace (unshare -m)");
+    lim_dir(pods ? "priority_yield_pods" : "priority_yield");
+    atexit(stop_both);
+    lim_gpu("gpu.state");
+    struct trace h = {.path = lim_path("h.trace")}, l = {.path = lim_path("l.trace")};
+    const char *hlog = lim_path("h.log"), *llog = lim_path("l.log");
+    pid_t hp = pods ? spawn_in_own_pod(tenant("h", "0"), worker("h", "1000", "1", "4000"))
+                    : lim_spawn(tenant("h", "0"), worker("h", "1000", "1", "4000"));
+    pid_t lp = lim_spawn(tenant("l", "1"), worker("l", "500", "8", "0"));
+    lim_ready(hp);
+    lim_ready(lp);
+
+    /* 1. L yields to H; H publishes. L says it yields only while its
+     * pacing is engaged for priority. ("pacing engaged (priority" is no
+     * condition: L may engage as contended first, before H is on the
+     * board, and only a change of engagement is logged, not of reason.) */
+    CS_WAIT_FOR(log_says(llog, "yielding on activity to 1 busy higher-priority tenant"), 20000,
+                "L yielding to H's launches");
+    CS_WAIT_FOR(board_stamped(), 20000, "H's launch stamps on the board");
+    CHECK_EQ(board_files(), pods ? 2 : 1);
+    const int64_t ready = cs_now_ns();
+    CS_WAIT_FOR(entered_since(&h, ready) >= 60 && entered_since(&l, ready) >= 200, 30000,
+                "launches of H and of L (L filling H's gaps) since both yield and stamps");
+
+    /* 2. H goes; then every launch of L so far is judged. What L logs
+     * from here on is about H's absence (it may have been released and
+     * engaged again while the two started). */
+    long before_stop = log_size(llog);
+    stop("h");
+    CHECK_EQ(cs_exit_code(cs_wait_child(hp, 20000)), 0);
+    trace_follow(&h);
+    trace_follow(&l);
+    int judged = judge_yield(&h, &l, ready);
+    CHECK_GE(judged, 200);
+    const struct launch *last = &l.l[l.n - 1];
+    int first = l.n;
+    while (first > 0 && l.l[first - 1].entry >= ready)
+        first--;
+    CHECK(first > 0);
+    CHECK_GT(last->quiet_waits, l.l[first - 1].quiet_waits); /* yielding held L */
+
+    /* 3. Released, L runs freely. */
+    CS_WAIT_FOR(log_says_after(llog, "pacing released", before_stop), 20000, "L's pacing released after H left");
+    const int64_t released = cs_now_ns();
+    CS_WAIT_FOR(entered_since(&l, released) >= 200, 20000, "launches of L after its release");
+    stop("l");
+    CHECK_EQ(cs_exit_code(cs_wait_child(lp, 20000)), 0);
+    trace_follow(&l);
+    judge_free(&l, released);
+    CHECK(log_says(hlog, "publishing launch times"));
+    printf("ok\n");
+    return 0;
+}
