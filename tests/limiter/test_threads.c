@@ -105,7 +105,7 @@ int main(void)
            starved);
     /* Measured 49.6-49.8 %. Above: the law lets a tenant run ahead of its
      * share by its idle credit and run-ahead (CS_LAW_CREDIT_NS,
-     * CS_LAW_AHEAD_NS: 0.8 points of 2.4 s at 50 %), and the four
+     * CS_LAW_AHEAD_NS: 0.5 points of 2.4 s at 50 %), and the four
      * threads' charges reach the law as the watcher harvests them, so a
      * CPU-starved watcher adds a little: 2 points. Below: 3 points, and
      * the CPU wait of the least starved launcher (while any launcher runs
