@@ -8,7 +8,7 @@ endfunction()
 
 cs_ledger_test(ledger_abi test_abi.c LABELS sanitize)
 cs_ledger_test(ledger_refuse_bad test_refuse_bad.c LABELS sanitize)
-cs_ledger_test(ledger_release_no_underflow test_release.c LABELS sanitize)
+cs_ledger_test(ledger_uncharge_no_underflow test_uncharge.c LABELS sanitize)
 cs_ledger_test(ledger_race_budget test_race_budget.c LABELS sanitize)
 # With the accounting module (src/account), which owns the reap-and-retry
 # of a refused charge.

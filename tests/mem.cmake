@@ -90,8 +90,7 @@ cs_mem_ctx_test(mem_ctx_lifecycle_300procs test_ctx_lifecycle.c "CUDA_DEVICE_MEM
   "FAKECUDA_CTX_BYTES=16m" "FAKECUDA_CTX_EXTRA_BYTES=8m" "FAKECUDA_NVML_EXTRA_PROCS=300")
 cs_mem_ctx_test(mem_ctx_cycles test_ctx_cycles.c "CUDA_DEVICE_MEMORY_LIMIT=64m"
   "FAKECUDA_CTX_BYTES=16m" "FAKECUDA_CTX_EXTRA_BYTES=8m" "FAKECUDA_NS_PER_BLOCK=1000"
-  "CUDA_DEVICE_SM_LIMIT=25" "GPU_CORE_UTILIZATION_POLICY=force"
-  "CUSHARE_BOARD=${CMAKE_BINARY_DIR}/tmp/mem_ctx_cycles.board")
+  "CUDA_DEVICE_SM_LIMIT=25" "GPU_CORE_UTILIZATION_POLICY=force")
 cs_mem_ctx_test(mem_ctx_sigkill test_ctx_sigkill.c "CUDA_DEVICE_MEMORY_LIMIT=64m"
   "FAKECUDA_CTX_BYTES=16m" "FAKECUDA_CTX_EXTRA_BYTES=8m")
 # cuInit's set-up beside the driver's cuInit (src/hook/init.c), forced into

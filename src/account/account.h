@@ -1,7 +1,7 @@
 /*
  * Accounting: the one owner of a charge. Every charge of device memory to
  * the tenant, and every uncharge, goes through here: the ledger's
- * admission (src/ledger, the source of truth), the retries that free room
+ * counters (src/ledger, the source of truth), the retries that free room
  * before a refusal stands, and the HAMi region's projection of the ledger
  * (src/hami), which follows every change of a slot made here.
  *

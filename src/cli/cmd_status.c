@@ -40,7 +40,7 @@ static int node_view(const struct cs_node_where *w, bool json)
         fprintf(stderr, "cushare: status: out of memory\n");
         return CS_EXIT_FAIL;
     }
-    cs_node_model_settle(m, 1000, 2);
+    cs_node_model_sample(m, 1000, 2);
     if (json) {
         cs_node_print_json(stdout, m);
     } else {
@@ -103,7 +103,7 @@ int cs_cmd_status(int argc, char **argv)
         fprintf(stderr, "cushare: status: out of memory\n");
         return CS_EXIT_FAIL;
     }
-    cs_status_settle(&l);
+    cs_status_reap(&l);
     cs_status_snapshot(&l, st);
     cs_mps_annotate(st); /* the mode is the daemon's fact, not the ledger's */
     if (json)

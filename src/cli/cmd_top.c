@@ -6,7 +6,7 @@
  *
  * `cushare top [--once] [--no-reap] LEDGER`: a live view of one ledger,
  * redrawn every 500 ms with plain ANSI escapes (no curses), the ledger
- * settled before each frame as before any view (see cmd_status.c). 'q' quits. The terminal is
+ * reaped before each frame as before any view (see cmd_status.c). 'q' quits. The terminal is
  * put into non-canonical, no-echo mode and restored on every way out
  * ('q', SIGINT, SIGTERM, SIGHUP, errors). When stdout is not a terminal,
  * or with --once, one frame is printed without escapes.
@@ -126,7 +126,7 @@ static char *render(struct cs_ledger *l, struct cs_status *st, bool live)
     FILE *f = open_memstream(&frame, &flen);
     if (!f)
         return NULL;
-    cs_status_settle(l);
+    cs_status_reap(l);
     cs_status_snapshot(l, st);
     cs_status_print_top(f, st, term_width(), live && isatty(STDIN_FILENO));
     if (fclose(f) != 0)
@@ -230,7 +230,7 @@ static int node_top(bool once, int interval_ms, int samples, const struct cs_nod
     struct cs_node_top_opts o = {.width = term_width(), .sort = CS_NODE_SORT_MEM, .selected = -1,
                                  .expanded = expanded};
     if (once || !isatty(STDOUT_FILENO)) {
-        cs_node_model_settle(m, interval_ms, samples);
+        cs_node_model_sample(m, interval_ms, samples);
         char *frame = node_frame(m, &o, false);
         if (frame)
             fputs(frame, stdout);

@@ -44,7 +44,7 @@ int cs_node_where_arg(const char *cmd, int argc, char **argv, int *i, struct cs_
     return 1;
 }
 
-void cs_node_model_settle(struct cs_node_model *m, int interval_ms, int samples)
+void cs_node_model_sample(struct cs_node_model *m, int interval_ms, int samples)
 {
     cs_node_model_refresh(m);
     for (int i = 1; i < samples; i++) {

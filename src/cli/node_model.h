@@ -167,5 +167,5 @@ int cs_node_where_arg(const char *cmd, int argc, char **argv, int *i, struct cs_
 int cs_node_where_defaults(const char *cmd, struct cs_node_where *w);
 /* `samples` refreshes `interval_ms` apart (rates need two), for one-shot
  * views; more samples give the history a one-shot frame shows. */
-void cs_node_model_settle(struct cs_node_model *m, int interval_ms, int samples);
+void cs_node_model_sample(struct cs_node_model *m, int interval_ms, int samples);
 #endif

@@ -15,7 +15,7 @@
 #define MIB (1024.0 * 1024.0)
 #define LD(p) __atomic_load_n((p), __ATOMIC_RELAXED)
 
-int cs_status_open(const char *cmd, const char *arg, bool settle, struct cs_ledger *l)
+int cs_status_open(const char *cmd, const char *arg, bool reap, struct cs_ledger *l)
 {
     const char *path = arg;
     if (!path || !*path)
@@ -25,11 +25,11 @@ int cs_status_open(const char *cmd, const char *arg, bool settle, struct cs_ledg
                                        "CUDA_DEVICE_MEMORY_SHARED_CACHE");
     /* Asked first, so that a ledger we may only read (another user's, a
      * read-only mount) is shown without an error about writing it. */
-    const bool read_only = !settle || access(path, R_OK | W_OK) != 0;
+    const bool read_only = !reap || access(path, R_OK | W_OK) != 0;
     return cs__ledger_open(path, NULL, read_only, l) == 0 ? CS_EXIT_OK : CS_EXIT_FAIL;
 }
 
-void cs_status_settle(struct cs_ledger *l)
+void cs_status_reap(struct cs_ledger *l)
 {
     if (!l->read_only)
         cs__ledger_reap(l);

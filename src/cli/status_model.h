@@ -2,8 +2,8 @@
  * A consistent snapshot of a ledger for `cushare status` and `cushare top`:
  * which devices to show, every LIVE slot with its liveness (lock held) and
  * its charges, and the renderers (human table, JSON, top frame). A ledger
- * is never created or claimed here. Before a snapshot the ledger is
- * settled (dead slots reaped, aggregates healed: docs/ledger.md) when the
+ * is never created or claimed here. Before a snapshot the ledger's dead
+ * slots are reaped and its aggregates healed (docs/ledger.md) when the
  * caller may write it and did not ask otherwise; then it is opened
  * read-write for that. Otherwise it is opened read-only and shown as it
  * is, dead slots included.
@@ -77,14 +77,14 @@ const char *cs_status_park_word(const struct cs_status_park *p);
 void cs_status_park_json(FILE *out, const struct cs_status_park *p);
 
 /* Resolves LEDGER (argument, else $CUDA_DEVICE_MEMORY_SHARED_CACHE) and
- * opens it: read-write when `settle` and the caller may write the file,
+ * opens it: read-write when `reap` and the caller may write the file,
  * else read-only. Returns CS_EXIT_OK, CS_EXIT_USAGE (no path: message
  * names the variable) or CS_EXIT_FAIL (the ledger code said why). */
-int cs_status_open(const char *cmd, const char *arg, bool settle, struct cs_ledger *l);
+int cs_status_open(const char *cmd, const char *arg, bool reap, struct cs_ledger *l);
 
 /* Reaps dead slots and heals the aggregates of a ledger opened read-write
  * (cs__ledger_reap); nothing for a read-only one. */
-void cs_status_settle(struct cs_ledger *l);
+void cs_status_reap(struct cs_ledger *l);
 
 /* Why a tenant is held, from a device's share_state: "no", "contended",
  * "capped", "priority" (docs/limiter.md, "What top shows"). */

@@ -9,7 +9,7 @@
  * rule. Reaping cannot find those bytes, since no slot has them; only a
  * measurement can. To make one possible every owner announces a change
  * before it makes it: pending[d] += n, then op_seq += 1; then used and
- * bytes change; then pending[d] -= n (slot.c, account.c). The heal then
+ * bytes change; then pending[d] -= n (slot.c, counters.c). The heal then
  *
  *   1. reads, slot by slot: op_seq, state, and for a slot that is not FREE
  *      pending[d] and then bytes[d][*]; held[d] sums pending + bytes, and

@@ -1,6 +1,6 @@
 /*
  * Ledger file lifecycle: create exactly once, validate, map, re-open after
- * fork, close. Slots live in slot.c, admission in account.c.
+ * fork, close. Slots live in slot.c, the counters a charge moves in counters.c.
  *
  * Creation never takes a lock. The creator writes the whole file (header,
  * zeroed slots, full length) into an unnamed temporary in the target

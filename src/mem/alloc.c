@@ -4,7 +4,7 @@
  * (pitched: pitch x height as the driver chose it; managed: the full size,
  * since all of it may become resident), uncharge exactly that on free.
  */
-#include "mem/admit.h"
+#include "mem/charge.h"
 
 CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {

@@ -4,7 +4,7 @@
  * rounded up from it), then recharge to the driver's own answer from
  * cuArrayGetMemoryRequirements / cuMipmappedArrayGetMemoryRequirements.
  */
-#include "mem/admit.h"
+#include "mem/charge.h"
 
 static uint64_t format_bytes(CUarray_format f)
 {

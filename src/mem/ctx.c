@@ -39,7 +39,7 @@
  * across the driver's context calls (which the driver serialises anyway),
  * so no other context of this process appears or goes inside a measurement
  * window; allocation paths never take it. Lock order: ctx_mu, then the
- * measure lock, then whatever admission takes (pool and graph locks, the
+ * measure lock, then whatever a charge takes (pool and graph locks, the
  * ledger's slot mutex).
  */
 #include <pthread.h>
@@ -52,7 +52,7 @@
 #include "core/uuid.h"
 #include "identity/identity.h"
 #include "limiter/limiter.h"
-#include "mem/admit.h"
+#include "mem/charge.h"
 
 #define SUBSYS "mem"
 /* Live contexts of one process we can account for. About 60 contexts fit

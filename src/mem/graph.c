@@ -12,7 +12,7 @@
 #include "core/fork.h"
 #include "core/log.h"
 #include "limiter/limiter.h"
-#include "mem/admit.h"
+#include "mem/charge.h"
 
 static pthread_mutex_t graph_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t graph_charged[CS_MAX_DEVICES]; /* guarded by graph_lock */

@@ -14,7 +14,7 @@
 #include <strings.h>
 
 #include "core/uuid.h"
-#include "mem/admit.h"
+#include "mem/charge.h"
 
 
 static int by_ledger_uuid(const char *uuid)

@@ -15,7 +15,7 @@
 #include "core/fork.h"
 #include "core/log.h"
 #include "limiter/limiter.h"
-#include "mem/admit.h"
+#include "mem/charge.h"
 
 /* Serialises charge updates of one process's pools so a read of the
  * reserved size and the charge it produces stay paired. Never held across

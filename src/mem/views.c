@@ -10,7 +10,7 @@
  * which no charge changes, so it reaps nothing.
  */
 #include "account/account.h"
-#include "mem/admit.h"
+#include "mem/charge.h"
 
 static uint64_t min_u64(uint64_t a, uint64_t b) { return a < b ? a : b; }
 

@@ -17,7 +17,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "mem/admit.h"
+#include "mem/charge.h"
 
 /* Exported open file descriptions of one allocation we keep dups of. */
 #define VMM_FD_DUPS 4

@@ -22,7 +22,7 @@
  * (src/ledger/payer.c). A process of another tenant that imports the
  * memory keeps a share in its own ledger carrying nothing and stands by;
  * when no tenant pays any more (the creating tenant let go or died), the
- * first standing-by process to look (a view, an admission) takes the
+ * first standing-by process to look (a view, a charge) takes the
  * charge over into its tenant's share. An import with no share in our
  * ledger and no payer file of our uid (another user's memory, or a process
  * outside cushare) is not charged here; except a POSIX fd no live process
@@ -57,7 +57,7 @@ struct ipc_open {
 
 static struct ipc_open *ipcs;
 /* Records holding payer files, and records kept only by exported
- * descriptions: views and admissions look at them (cs__vmm_take_over_unpaid) only
+ * descriptions: views and charges look at them (cs__vmm_take_over_unpaid) only
  * while there are any. */
 static int payer_allocs;
 static int fd_only_allocs;

@@ -170,14 +170,11 @@ static inline uint64_t lim_busy(struct fakecuda_state *s, int d, int pid, int64_
                                    to > 0 ? (uint64_t)to : 0);
 }
 
-/* Nanoseconds thread `pid` (a worker's main thread, the one that
- * launches) has spent runnable but waiting for a CPU: the second field of
- * /proc/<pid>/schedstat. 0 if unreadable (the process is gone), which only
- * makes the lower bounds below stricter. */
-static inline int64_t lim_rq_wait_ns(pid_t pid)
+/* The second field of a schedstat file: nanoseconds the thread has spent
+ * runnable but waiting for a CPU. 0 if unreadable (the thread is gone),
+ * which only makes the lower bounds below stricter. */
+static inline int64_t lim_schedstat_wait_ns(const char *path)
 {
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/schedstat", (int)pid);
     FILE *f = fopen(path, "r");
     if (!f)
         return 0;
@@ -185,6 +182,23 @@ static inline int64_t lim_rq_wait_ns(pid_t pid)
     int n = fscanf(f, "%llu %llu", &run, &wait);
     fclose(f);
     return n == 2 ? (int64_t)wait : 0;
+}
+
+/* CPU wait of thread `pid` (a worker's main thread, the one that
+ * launches). */
+static inline int64_t lim_rq_wait_ns(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/schedstat", (int)pid);
+    return lim_schedstat_wait_ns(path);
+}
+
+/* CPU wait of thread `tid` of this process. */
+static inline int64_t lim_rq_wait_tid_ns(pid_t tid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/task/%d/schedstat", (int)tid);
+    return lim_schedstat_wait_ns(path);
 }
 
 /* Per-window shares of up to 8 pids on one device, sampled live, with

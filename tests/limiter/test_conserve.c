@@ -10,10 +10,13 @@
  *                saturated, so neither limited tenant may be held: each
  *                gets at least 90 % of what its unlimited twin gets.
  *   floor        the 25 % launch-bound tenant beside a GPU-bound tenant
- *                at 75 %: the GPU is saturated, so the launch-bound one
+ *                at 75 % that queues deep (16 ms of work between its
+ *                syncs): the GPU is saturated, so the launch-bound one
  *                keeps its floor (25 %, not the 40 % it would use alone),
  *                the other gets the rest, and little is lost: the two
- *                together keep at least 92 % of the GPU.
+ *                together keep at least 92 % of the GPU. Unheld, the deep
+ *                queue leaves the launch-bound one about 6 %: a gap no
+ *                CPU scheduling closes or opens.
  *   saturating   two GPU-bound tenants at 50 and 25 (limits adding up to
  *                75 %): the GPU is split 2:1 by their limits, nearly all
  *                of it used (66.7 and 33.3 %), rather than capped at
@@ -80,10 +83,11 @@ static const char **launch_bound(const char *name)
     return a;
 }
 
-static const char **gpu_bound(const char *name)
+/* GPU-bound: 0.5 ms kernels, a sync every `depth` of them. */
+static const char **gpu_bound(const char *name, int depth)
 {
     const char **a = calloc(12, sizeof *a);
-    const char *v[] = {"--secs", "5.2", "--blocks", "500", "--sync", "8", "--out",
+    const char *v[] = {"--secs", "5.2", "--blocks", "500", "--sync", lim_kv("%d", depth), "--out",
                        lim_path(lim_kv("%s.out", name)), NULL};
     memcpy(a, v, sizeof v);
     return a;
@@ -148,13 +152,17 @@ static void floor_kept(void)
 {
     double sh[1][2], st[1][2];
     pair("floor.state", (const char *[]){"lb", "hog"}, (const char *[]){"25", "75"},
-         launch_bound("lb"), gpu_bound("hog"),
+         launch_bound("lb"), gpu_bound("hog", 32),
          (const char *[]){"launch-bound (25)", "GPU-bound (75)"}, sh, st);
-    CHECK_SHARE_STARVED(sh[0][0], 25, 6, 2, st[0][0]);
+    /* Measured 20.5-23.3 (its 1.5 ms between kernels is CPU time a
+     * shared machine stretches, and forgives only in part), 5.9 with the
+     * hog never held (fair.c's contended hold taken out): the bound sits
+     * well between the two. */
+    CHECK_SHARE_STARVED(sh[0][0], 25, 6, 10, st[0][0]);
     /* The fake runs queued work first come, first served (no time
      * slices): the floor holds only because the GPU-bound tenant keeps a
      * short queue, which its syncs then leave dry at times (measured
-     * 94-96 % together). */
+     * 94-97 % together). */
     CHECK_GE(sh[0][0] + sh[0][1] + st[0][0] + st[0][1], 92);
 }
 
@@ -174,8 +182,8 @@ static void slice_saturating(void)
 static void saturating(void)
 {
     double sh[1][2], st[1][2];
-    pair("sat.state", (const char *[]){"h", "l"}, (const char *[]){"50", "25"}, gpu_bound("h"),
-         gpu_bound("l"), (const char *[]){"GPU-bound (50)", "GPU-bound (25)"}, sh, st);
+    pair("sat.state", (const char *[]){"h", "l"}, (const char *[]){"50", "25"}, gpu_bound("h", 8),
+         gpu_bound("l", 8), (const char *[]){"GPU-bound (50)", "GPU-bound (25)"}, sh, st);
     CHECK_SHARE_STARVED(sh[0][0], 66.7, 2, 4, st[0][0]);
     CHECK_SHARE_STARVED(sh[0][1], 33.3, 2, 4, st[0][1]);
     CHECK_GE(sh[0][0] + sh[0][1] + st[0][0] + st[0][1], 93);

@@ -15,9 +15,10 @@
  *   timeslice A (limit 25 %) and B (limit 75 %), policy force, both
  *             GPU-bound, on a fake whose events model a time-slicing GPU
  *             (FAKECUDA_EVENT_TIMESLICE=1: an event pair around a kernel
- *             spans the other tenant's queued work). Each must get its
- *             limit, and A:B must be 1:3 within 10 %: a launch is charged
- *             no more than its signature's recent contention-free time.
+ *             spans the other tenant's queued work). Neither may exceed
+ *             its limit, and A must not fall to half of it (A:B 1:3, -15 %
+ *             / +20 %): a launch is charged no more than its signature's
+ *             recent contention-free time.
  *   fulfil    A (25 %) and B (75 %), force, both GPU-bound, on a fake where
  *             switching between the two contexts costs 200 us of device
  *             time (FAKECUDA_CTX_SWITCH_US): B, unpaced, gets only what A
@@ -190,17 +191,28 @@ static void priority(void)
             printf("  mean %.1f%%, CPU wait %.1f%%\n", m[k][j], st[k][j]);
         }
     }
-    /* Measured, not starved of CPU: equal 47.3-49.8 (H) and 23.3-24.9
-     * (L); H at priority 0 79.2-89.4, L 10.3-20.8: what H, unpaced,
-     * leaves it on the fake's one FIFO timeline, in the gaps where H has
-     * launched nothing for the quiet period (L yields on H's activity;
-     * before it did, 79.8-80.3 and 18.1-19.3). Below: about 1.5 times
-     * the largest shortfall; L must still get some (it fills H's gaps). */
-    /* Equal: the whole GPU split by the limits, 2:1 (work conserving). */
-    CHECK_SHARE_STARVED(m[0][0], 66.7, 2, 4, st[0][0]);
+    /* Each verdict compares what the two pairs got side by side, in one
+     * run, so that a CPU the suite shares with other work moves both
+     * alike, and what starvation could explain (a worker's CPU wait:
+     * lim_starved) is forgiven below; upper bounds are never forgiven
+     * (waiting for a CPU only ever lowers a share).
+     *
+     * Equal priorities: the whole GPU split by the limits, 2:1 (work
+     * conserving): L gets clearly more than its 25 % (measured 33.3). */
+    CHECK_SHARE_STARVED(m[0][0], 66.7, 2, 6, st[0][0]);
     CHECK_SHARE_STARVED(m[0][1], 33.3, 2, 4, st[0][1]);
-    CHECK(m[1][1] + st[1][1] >= 5 && m[1][1] <= 26);   /* L held while H is busy */
-    CHECK_GE(m[1][0] + st[1][0], 75);                  /* H not held by the lower L */
+    /* H at priority 0: L is held to at most its limit while H is busy
+     * (with priority ignored it gets the 33.3 above). How far below: L is
+     * entitled to what H leaves, and what H, unpaced, leaves on the fake's
+     * one FIFO timeline is a matter of how the CPU runs the two (measured
+     * 1.3-20, H 96.7-80 beside it): no lower bound, but the GPU is used. */
+    CHECK_LE(m[1][1], 26);
+    CHECK_GE(m[1][0] + m[1][1] + st[1][0] + st[1][1], 90);
+    /* ... and H is not held by the lower L: it gets more than its
+     * two-thirds split with an equal L (measured 79.8-87.3, against 66.7
+     * when L's priority does not yield). */
+    CHECK_GE(m[1][0] + st[1][0], 75);
+    CHECK_GE(m[1][0] + st[1][0], m[0][0] + 5);
 }
 
 static void timeslice(void)
@@ -231,17 +243,22 @@ static void timeslice(void)
     lim_stats(&s, 1, 800, 3200, &b, &sd);
     double ratio = b > 0 ? a / b : 99;
     double sa = lim_starved(&s, 0, 800, 3200), sb = lim_starved(&s, 1, 800, 3200);
-    printf("A %.1f%%, B %.1f%%, A:B = %.3f (target 0.333 +- 10%%; CPU wait %.1f / %.1f %%)\n", a,
+    printf("A %.1f%%, B %.1f%%, A:B = %.3f (target 0.333 -15 %% / +20 %%; CPU wait %.1f / %.1f %%)\n", a,
            b, ratio, sa, sb);
-    /* Measured A 24.0-24.6, B 66.4-73.4, at most 0.5 and 2.0 points short
-     * once the CPU wait of each worker's launching thread is forgiven (B
-     * also loses to its watcher's, which is not measured). */
-    CHECK_SHARE_STARVED(a, 25, 1, 1, sa);
-    CHECK_SHARE_STARVED(b, 75, 1, 3, sb);
-    /* Starved of CPU, each could have had up to its wait more: the ratios
-     * that allows must meet 1:3 within 5 % (measured: its low end
-     * 0.320-0.337, its high end at least 0.337). */
-    CHECK((a + sa) / b >= 0.3167 && a / (b + sb) <= 0.35);
+    /* The caps (never forgiven: a CPU wait only lowers a share): each at
+     * most 1 point over its limit. */
+    CHECK_SHARE_STARVED(a, 25, 1, 4, sa);
+    CHECK_SHARE_STARVED(b, 75, 1, 9, sb);
+    /* What the per-signature charge does: A, whose event pairs span B's
+     * queued work, is charged its own kernels' time, not B's. Measured A
+     * 24.0-24.6, B 66.4-73.4 (B also loses to its watcher's CPU wait,
+     * which is not measured), A:B 0.320-0.337 at the low end of the
+     * interval below; charged as measured instead, A gets 12.0 and A:B is
+     * 0.169. The lower bounds sit well between the two, so a CPU shared
+     * with other work (which lim_starved forgives only in part) does not
+     * decide the verdict and the broken charge still fails it: A:B within
+     * 1:3 -15 % / +20 %, A at least 21. */
+    CHECK((a + sa) / b >= 0.2833 && a / (b + sb) <= 0.40);
 }
 
 /* Runs a 25 % + 75 % pair (force) on each of two simulated GPUs, the

@@ -34,10 +34,12 @@ void *cs__libc_dlvsym(void *handle, const char *name, const char *version)
 static CUcontext ctx;
 static CUfunction fn;
 static volatile int stop;
+static pid_t tids[4]; /* each launcher's thread id, set before it launches */
 
 static void *launcher(void *arg)
 {
     long i = (long)arg;
+    __atomic_store_n(&tids[i], gettid(), __ATOMIC_RELEASE);
     CK(cuCtxSetCurrent(ctx));
     CUstream s = NULL;
     if (i % 2 == 0)
@@ -75,25 +77,46 @@ int main(void)
     pthread_t t[4];
     for (long i = 0; i < 4; i++)
         CHECK_EQ(pthread_create(&t[i], NULL, launcher, (void *)i), 0);
+    for (int i = 0; i < 4; i++)
+        CS_WAIT_FOR(__atomic_load_n(&tids[i], __ATOMIC_ACQUIRE) != 0, 10000, "a launcher");
     pid_t me = getpid();
     static struct lim_series s;
-    lim_sample(gpu, 0, &me, 1, 2000, 200, 60, &s);
+    /* The CPU wait of each launcher over the measured windows: the GPU
+     * can only idle for want of launches while all four wait. */
+    int64_t rq0[4], rq1[4];
+    for (int i = 0; i < 4; i++)
+        rq0[i] = lim_rq_wait_tid_ns(tids[i]);
+    int64_t t0 = cs_now_ns();
+    lim_sample(gpu, 0, &me, 1, 3000, 200, 60, &s);
+    double span = (double)(cs_now_ns() - t0);
+    for (int i = 0; i < 4; i++)
+        rq1[i] = lim_rq_wait_tid_ns(tids[i]);
     __atomic_store_n(&stop, 1, __ATOMIC_RELAXED);
     for (int i = 0; i < 4; i++)
         pthread_join(t[i], NULL);
     lim_print_series("4 threads, limit 50%, share per 200 ms", &s, 0);
-    double m, sd;
-    lim_stats(&s, 0, 600, 2000, &m, &sd);
-    printf("  mean %.1f%%, sd %.1f pts\n", m, sd);
-    /* Measured 49.6-49.8 %: at most 1 point over. Below, 3 points: the
-     * launchers are this process's own threads, whose CPU wait is not
-     * measured, so a CPU hog beside the suite is not forgiven. Under TSan
-     * (gcc's -fsanitize=thread, the tsan build) everything is slower:
-     * there the check is on the limit only. */
+    double m, sd, starved = 100;
+    lim_stats(&s, 0, 600, 3000, &m, &sd);
+    for (int i = 0; i < 4; i++) {
+        double w = 100.0 * (double)(rq1[i] - rq0[i]) / span;
+        starved = w < starved ? w : starved;
+    }
+    printf("  mean %.1f%%, sd %.1f pts, CPU wait of the least starved launcher %.1f%%\n", m, sd,
+           starved);
+    /* Measured 49.6-49.8 %. Above: the law lets a tenant run ahead of its
+     * share by its idle credit and run-ahead (CS_LAW_CREDIT_NS,
+     * CS_LAW_AHEAD_NS: 0.5 points of 2.4 s at 50 %), and the four
+     * threads' charges reach the law as the watcher harvests them, so a
+     * CPU-starved watcher adds a little: 2 points. Below: 3 points, and
+     * the CPU wait of the least starved launcher (while any launcher runs
+     * the GPU has work). A launch path the limiter forgot
+     * (cuLaunchKernel_ptsz, thread 3's) gives 100 %. Under TSan (gcc's -fsanitize=thread, the
+     * tsan build) everything is slower: there the check is on the limit
+     * only. */
 #if defined(__SANITIZE_THREAD__)
-    CHECK(m >= 30 && m <= 51);
+    CHECK(m >= 30 && m <= 52);
 #else
-    CHECK(m >= 47 && m <= 51);
+    CHECK_SHARE_STARVED(m, 50, 2, 3, starved);
 #endif
     return 0;
 }

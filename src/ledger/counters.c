@@ -1,5 +1,6 @@
 /*
- * Admission and accounting against the shared per-device aggregates.
+ * The counters a charge moves: the shared per-device aggregates and the
+ * caller's slot (src/account owns the charge; this is its ledger half).
  *
  * charge raises the aggregate first (compare-and-swap against the limit:
  * two processes racing can never both fit into the last free bytes) and

@@ -1,13 +1,13 @@
 /*
- * Admission, family by family: charge the bytes against the device budget
+ * A charge, family by family: charge the bytes against the device budget
  * first, then call the driver, then record the charge against the handle
  * the driver returned, or uncharge. Two tenants racing can never exceed a
  * budget because the ledger's per-device counter is only ever raised by a
  * successful compare-and-swap below the limit. These are thin wrappers of
  * src/account, which owns the charge, its retries and the HAMi region.
  */
-#ifndef CS_MEM_ADMIT_H
-#define CS_MEM_ADMIT_H
+#ifndef CS_MEM_CHARGE_H
+#define CS_MEM_CHARGE_H
 
 #include <stdint.h>
 
@@ -74,7 +74,7 @@ void cs__vmm_atfork_child(void);
 
 /* Memory shared across tenants (vmm.c): takes over the charge of what
  * this process holds and no tenant pays for any more. Cheap when this
- * process holds no such memory. Views and admissions call it. */
+ * process holds no such memory. Views and charges call it. */
 void cs__vmm_take_over_unpaid(void);
 
 /* The creator's cuMemAlloc record that holds share j (exported over legacy

@@ -1,14 +1,14 @@
 /*
- * ledger_release_no_underflow: releasing more than was charged clamps at
+ * ledger_uncharge_no_underflow: uncharging more than was charged clamps at
  * zero (slot and aggregate), warns a bounded number of times, and never
  * eats another process's charges. Bad arguments are -EINVAL and charge
- * nothing; an overflowing reserve is refused.
+ * nothing; an overflowing charge is refused.
  */
 #include "ledger_test.h"
 
 int main(void)
 {
-    const char *path = lt_path("release");
+    const char *path = lt_path("uncharge");
     struct cs_ledger_params p = lt_params(0);
     struct cs_ledger l;
     CHECK_EQ(cs__ledger_open(path, &p, false, &l), 0);
@@ -82,6 +82,6 @@ int main(void)
     cs__ledger_leave(&l);
     CHECK_EQ_U(l.hdr->live, 0);
     cs__ledger_close(&l);
-    printf("ledger_release_no_underflow: ok\n");
+    printf("ledger_uncharge_no_underflow: ok\n");
     return 0;
 }

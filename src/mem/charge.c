@@ -1,4 +1,4 @@
-#include "mem/admit.h"
+#include "mem/charge.h"
 
 #include <errno.h>
 #include <stdbool.h>
