@@ -171,7 +171,7 @@ static void slice_saturating(void)
 {
     double sh[1][2], st[1][2];
     pair("slice.state", (const char *[]){"a", "b"}, (const char *[]){"25", "75"},
-         gpu_bound("a"), gpu_bound("b"), (const char *[]){"GPU-bound (25)", "GPU-bound (75)"},
+         gpu_bound("a", 8), gpu_bound("b", 8), (const char *[]){"GPU-bound (25)", "GPU-bound (75)"},
          sh, st);
     CHECK_SHARE_STARVED(sh[0][0], 25, 1, 3, st[0][0]);
     CHECK_SHARE_STARVED(sh[0][1], 75, 1, 6, st[0][1]);
