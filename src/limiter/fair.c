@@ -93,7 +93,7 @@ static uint32_t entitlement(const struct cs_fair_in *in, bool *rivals, bool *hig
              * our queue whenever it has work. */
             *waiting |= !p->filling && p->floor_pm &&
                         !cs__fair_wants_more(p->use_pm, p->floor_pm);
-            *above |= p->filling && p->floor_pm && p->use_pm > p->floor_pm + CS_FAIR_ABOVE_PM;
+            *above |= p->floor_pm && p->use_pm > p->floor_pm + CS_FAIR_ABOVE_PM;
         }
     }
     /* Busy time nobody's board entry explains is an unlimited tenant's
@@ -146,20 +146,16 @@ void cs__fair_decide(const struct cs_fair_in *in, struct cs_fair_out *out)
      * so its latency, and so its floor, do not depend on how deep we
      * would queue. */
     bool guard = waiting && cs__fair_wants_more(in->use_pm, in->floor_pm);
-    /* Under our floor, waiting on the GPU, while a rival that fills it is
-     * above its own floor: on a GPU that time-slices between contexts, two
-     * tenants that both keep work queued get about half of it each
-     * whatever their floors, so our use may be only what the slices leave
-     * us. Engaged but not held (the law's share is our entitlement, which
-     * we do not reach): every launch is seen, so our queue's real state
-     * tells whether we fill the GPU, and if we do we take turns with the
-     * rival, which is what gives each its floor there. A launch-bound
-     * tenant (it waits on its CPU, not on the GPU) stays on the free
-     * path: measuring every launch would cost it CPU time it needs, and
-     * on a time-slicing GPU its measured kernels would include the
-     * rival's slices. */
-    if (!over && !guard && above && (in->filling || in->gpu_bound) &&
-        !cs__fair_wants_more(in->use_pm, in->floor_pm)) {
+    /* Under our floor while a rival is above its own: on a GPU that
+     * time-slices between contexts, two tenants that both keep work queued
+     * get about half of it each whatever their floors, so our use may be
+     * only what the slices leave us. Engaged but not held (the law's
+     * share is our entitlement, which we do not reach): every launch is
+     * seen, so our queue's real state tells whether we fill the GPU, and
+     * if we do we take turns with the rival, which is what gives each
+     * its floor there. A launch-bound tenant is seen not to fill it and
+     * keeps running whenever it likes. */
+    if (!over && !guard && above && !cs__fair_wants_more(in->use_pm, in->floor_pm)) {
         out->engaged = true;
         out->turns = in->filling;
         return;

@@ -71,10 +71,6 @@ struct cs_fair_in {
                                 would use more than we get */
     bool filling;            /* our own queue on the GPU stayed non-empty
                                 while we were not held: we fill the GPU */
-    bool gpu_bound;          /* our threads spent most of the time we were
-                                not held waiting in syncs for the GPU: we
-                                would fill it (the estimate behind filling
-                                misses that beside a time-slicing rival) */
     int device_busy_pm;      /* device busy over the last second; -1 unknown */
     bool windows;            /* we take turns in windows with every busy
                                 tenant now: the GPU idles only in their

@@ -186,10 +186,6 @@ struct cs_lim_dev {
 };
 
 extern struct cs_lim_dev cs__lim_devs[CS_MAX_DEVICES];
-
-/* What this process's threads spent waiting for the GPU in syncs so far,
- * summed over threads (the watcher's "GPU-bound", fair.h). */
-uint64_t cs__lim_sync_wait_ns(void);
 extern struct cushare_limiter_stats cs__lim_stats;
 
 #define CS_LIM_STAT_ADD(field, v) __atomic_fetch_add(&cs__lim_stats.field, (v), __ATOMIC_RELAXED)

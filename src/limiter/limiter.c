@@ -122,10 +122,6 @@ static uint64_t engaged_bits;
  * launch paths read it (relaxed: one timestamp, a late view only counts
  * one gap by estimate). */
 static int64_t drained_ns;
-/* The time this process's threads spent in calls that waited for the GPU
- * (cs__limiter_synced), summed over threads; the watcher reads its growth
- * (cs__lim_sync_wait_ns). Any thread adds, relaxed. */
-static uint64_t sync_wait_ns;
 
 #define CS_LIM_STAMP_SHIFT 32
 #define CS_LIM_ENGAGED_MASK ((1ull << CS_LIM_STAMP_SHIFT) - 1)
@@ -228,7 +224,6 @@ void cs__lim_atfork_child(void)
     __atomic_store_n(&arm_decided, 0, __ATOMIC_RELEASE);
     __atomic_store_n(&cs__lim_armed, 1, __ATOMIC_RELEASE);
     __atomic_store_n(&drained_ns, 0, __ATOMIC_RELAXED);
-    __atomic_store_n(&sync_wait_ns, 0, __ATOMIC_RELAXED);
 }
 CS_FORK_CHILD_RESET(cs__lim_atfork_child, CS_FORK_LIMITER)
 
@@ -870,15 +865,8 @@ static int64_t turn_wait(struct cs_lim_dev *D, struct cs_lim_ctx *cx, uintptr_t 
     return wait;
 }
 
-uint64_t cs__lim_sync_wait_ns(void)
-{
-    return __atomic_load_n(&sync_wait_ns, __ATOMIC_RELAXED);
-}
-
 void cs__limiter_synced(int64_t t0, int64_t t1)
 {
-    if (t1 > t0)
-        __atomic_fetch_add(&sync_wait_ns, (uint64_t)(t1 - t0), __ATOMIC_RELAXED);
     if (t1 - t0 >= CS_LIM_SYNC_BLOCKED_NS && __atomic_load_n(&cs__lim_armed, __ATOMIC_RELAXED))
         __atomic_store_n(&drained_ns, t1, __ATOMIC_RELAXED);
 }

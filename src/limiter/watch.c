@@ -66,7 +66,6 @@
 #define CS_WATCH_SMOOTH 0.25             /* per-tick step towards a new scale */
 #define CS_WATCH_CAP_REREAD_NS 10000000000ll /* power cap re-read every 10 s */
 #define CS_WATCH_DRY_PCT 10              /* queue dry under 10 % of unheld time: filling */
-#define CS_WATCH_BOUND_PCT 50            /* in syncs half the unheld time: GPU-bound */
 
 
 static pthread_mutex_t watch_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -109,7 +108,6 @@ static struct {
      * utilisation of limited devices (-1 unknown). */
     int64_t t[CS_WATCH_WINDOW + 1];
     uint64_t total[CS_WATCH_WINDOW + 1][CS_MAX_DEVICES];
-    uint64_t sync_wait[CS_WATCH_WINDOW + 1]; /* the process's, not per device */
     uint64_t own[CS_WATCH_WINDOW + 1][CS_MAX_DEVICES];
     uint64_t work[CS_WATCH_WINDOW + 1][CS_MAX_DEVICES];
     uint64_t slept[CS_WATCH_WINDOW + 1][CS_MAX_DEVICES];
@@ -338,7 +336,6 @@ static void record_totals(int64_t now)
 {
     int i = W.ring_head;
     W.t[i] = now;
-    W.sync_wait[i] = cs__lim_sync_wait_ns();
     for (int d = 0; d < CS_MAX_DEVICES; d++) {
         W.total[i][d] = tenant_total(d);
         W.own[i][d] = __atomic_load_n(&cs__lim_devs[d].own_total, __ATOMIC_RELAXED);
@@ -668,21 +665,6 @@ static bool filling(int d)
     return span > 0 && unheld > 0 && dry * 100 < unheld * CS_WATCH_DRY_PCT;
 }
 
-/* Whether our threads waited in syncs for the GPU at least
- * CS_WATCH_BOUND_PCT of the last second we were not held: the GPU, not
- * our CPU, is what we wait on. A decode loop waits on its CPU between
- * small kernels and syncs only briefly. */
-static bool gpu_bound(int d)
-{
-    int ticks = ring_span(CS_WATCH_WINDOW);
-    if (ticks < 1)
-        return false;
-    int64_t span = (int64_t)ticks * CS_LIM_TICK_NS;
-    int64_t unheld = span - (int64_t)ring_delta(W.slept, d, CS_WATCH_WINDOW);
-    uint64_t waited = W.sync_wait[ring_at(0)] - W.sync_wait[ring_at(ticks)];
-    return unheld > 0 && waited * 100 >= (uint64_t)unheld * CS_WATCH_BOUND_PCT;
-}
-
 /* Our pacing slept at least CS_WATCH_UNPACED_PCT of the last second. */
 static bool held(int d)
 {
@@ -738,7 +720,7 @@ static int decide_default(int d, uint32_t ppm, int32_t prio, int util, int forei
     if (busy >= 0 && util > busy)
         busy = util;
     struct cs_fair_in in = {.floor_pm = D->pct * 100, .use_pm = ppm / 100, .priority = prio,
-                            .filling = filling(d), .gpu_bound = gpu_bound(d), .held = held(d),
+                            .filling = filling(d), .held = held(d),
                             .windows = __atomic_load_n(&D->window, __ATOMIC_RELAXED) != 0,
                             .device_busy_pm = busy < 0 ? -1 : busy > 100 ? 10000 : busy * 100,
                             .foreign_pm = unexplained > 0 ? (uint32_t)unexplained * 100 : 0,
