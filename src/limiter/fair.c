@@ -69,7 +69,7 @@ static uint32_t clamp_share(uint32_t pm)
  * time nobody's board entry explains, which is weighted with whatever
  * floor nobody claims. Lower-priority tenants yield to us: not counted. */
 static uint32_t entitlement(const struct cs_fair_in *in, bool *rivals, bool *higher,
-                            bool *waiting, bool *above)
+                            bool *waiting)
 {
     uint32_t w[CS_FAIR_MAX_PEERS + 2], d[CS_FAIR_MAX_PEERS + 2], got[CS_FAIR_MAX_PEERS + 2];
     int n = 0, np = in->npeers < CS_FAIR_MAX_PEERS ? in->npeers : CS_FAIR_MAX_PEERS;
@@ -78,7 +78,7 @@ static uint32_t entitlement(const struct cs_fair_in *in, bool *rivals, bool *hig
      * using less never reaches. */
     w[n] = in->floor_pm;
     d[n++] = UINT32_MAX;
-    *rivals = *higher = *waiting = *above = false;
+    *rivals = *higher = *waiting = false;
     for (int i = 0; i < np; i++) {
         const struct cs_fair_peer *p = &in->peers[i];
         if (p->priority < in->priority) {
@@ -93,7 +93,6 @@ static uint32_t entitlement(const struct cs_fair_in *in, bool *rivals, bool *hig
              * our queue whenever it has work. */
             *waiting |= !p->filling && p->floor_pm &&
                         !cs__fair_wants_more(p->use_pm, p->floor_pm);
-            *above |= p->floor_pm && p->use_pm > p->floor_pm + CS_FAIR_ABOVE_PM;
         }
     }
     /* Busy time nobody's board entry explains is an unlimited tenant's
@@ -121,8 +120,8 @@ void cs__fair_decide(const struct cs_fair_in *in, struct cs_fair_out *out)
                                     .turns = true};
         return;
     }
-    bool rivals, higher, waiting, above;
-    uint32_t ent = entitlement(in, &rivals, &higher, &waiting, &above);
+    bool rivals, higher, waiting;
+    uint32_t ent = entitlement(in, &rivals, &higher, &waiting);
     out->entitled_pm = ent;
     out->share_pm = clamp_share(ent);
     /* Beside a busy higher-priority tenant: held to what it leaves, with a
@@ -146,20 +145,6 @@ void cs__fair_decide(const struct cs_fair_in *in, struct cs_fair_out *out)
      * so its latency, and so its floor, do not depend on how deep we
      * would queue. */
     bool guard = waiting && cs__fair_wants_more(in->use_pm, in->floor_pm);
-    /* Under our floor while a rival is above its own: on a GPU that
-     * time-slices between contexts, two tenants that both keep work queued
-     * get about half of it each whatever their floors, so our use may be
-     * only what the slices leave us. Engaged but not held (the law's
-     * share is our entitlement, which we do not reach): every launch is
-     * seen, so our queue's real state tells whether we fill the GPU, and
-     * if we do we take turns with the rival, which is what gives each
-     * its floor there. A launch-bound tenant is seen not to fill it and
-     * keeps running whenever it likes. */
-    if (!over && !guard && above && !cs__fair_wants_more(in->use_pm, in->floor_pm)) {
-        out->engaged = true;
-        out->turns = in->filling;
-        return;
-    }
     if (!over && !guard)
         return;
     out->engaged = true;

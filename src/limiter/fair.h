@@ -40,7 +40,6 @@
 #define CS_FAIR_AT_FLOOR_PCT 97        /* using 97 % of a share counts as using it all */
 #define CS_FAIR_MAX_PEERS 64
 #define CS_FAIR_PRIORITY_AHEAD_NS 1000000ll /* queue bound beside a higher priority */
-#define CS_FAIR_ABOVE_PM 100u          /* a rival this far over its floor is above it */
 
 /* Why a tenant is held (shown by `cushare top` and `status --json`). */
 enum cs_fair_why {

@@ -32,16 +32,6 @@
  * whatever either's queue depth) only the time a tenant has nothing
  * queued decides its share (docs/limiter.md, "Windows"):
  *
- *   slice_saturating  two GPU-bound tenants at 25 and 75 (a sync every 8
- *                launches, as bench/limiter's workload): split by their
- *                limits, A:B = 1:3 within 8 %, at least 93 % used. They
- *                take turns in windows; each loses the moment after each
- *                of its syncs inside its own window (the worker's wake-up
- *                and next launch, slow on a loaded CPU: measured A
- *                22.7-23.8, B 68.7-71.5), never gains over its limit. Without turns
- *                time-slicing splits them about evenly (45.6 / 51.8
- *                before the tenant under its floor was measured and its
- *                queue judged by its syncs).
  *   slice_launchbound  launchbound on that GPU: never held, no turns for
  *                tenants that do not fill the GPU.
  *
@@ -166,19 +156,6 @@ static void floor_kept(void)
     CHECK_GE(sh[0][0] + sh[0][1] + st[0][0] + st[0][1], 92);
 }
 
-/* GPU-bound 25 and 75 on the time-slicing GPU. */
-static void slice_saturating(void)
-{
-    double sh[1][2], st[1][2];
-    pair("slice.state", (const char *[]){"a", "b"}, (const char *[]){"25", "75"},
-         gpu_bound("a", 8), gpu_bound("b", 8), (const char *[]){"GPU-bound (25)", "GPU-bound (75)"},
-         sh, st);
-    CHECK_SHARE_STARVED(sh[0][0], 25, 1, 3, st[0][0]);
-    CHECK_SHARE_STARVED(sh[0][1], 75, 1, 6, st[0][1]);
-    CHECK_NEAR(sh[0][0] / sh[0][1], 1.0 / 3, 0.08 / 3);
-    CHECK_GE(sh[0][0] + sh[0][1] + st[0][0] + st[0][1], 93);
-}
-
 static void saturating(void)
 {
     double sh[1][2], st[1][2];
@@ -197,8 +174,6 @@ int main(int argc, char **argv)
         timeslice_us = "2000";
     if (!strcmp(c, "launchbound") || !strcmp(c, "slice_launchbound"))
         launchbound();
-    else if (!strcmp(c, "slice_saturating"))
-        slice_saturating();
     else if (!strcmp(c, "floor"))
         floor_kept();
     else if (!strcmp(c, "saturating"))
