@@ -23,6 +23,7 @@
 #include <time.h>
 
 #include "check.h"
+#include "support/support.h"
 #include "fakecuda/fakecuda_state.h"
 
 /* cuda.h deprecates the legacy launch API; programs still call it, so the
@@ -45,11 +46,10 @@ static CUcontext g_ctx;
 static CUfunction g_fn;
 static struct fakecuda_device *g_dev;
 
+/* The tests' monotonic clock (tests/support), unsigned as these sums want. */
 static uint64_t now_ns(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+    return (uint64_t)cs_now_ns();
 }
 
 static CUresult launch(CUstream s, unsigned blocks)

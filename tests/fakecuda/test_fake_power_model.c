@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "support/support.h"
 #include "fakecuda/fake_nvml_extra.h"
 #include "fakecuda/fakecuda_state.h"
 
@@ -34,11 +35,10 @@
 #define BLOCKS 1000 /* x FAKECUDA_NS_PER_BLOCK=1000: 1 ms nominal */
 #define QDEPTH 160 /* ~235 ms of work at duty 1: more than the DVFS window */
 
+/* The tests' monotonic clock (tests/support), unsigned as these sums want. */
 static uint64_t now_ns(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+    return (uint64_t)cs_now_ns();
 }
 
 static void sleep_until(uint64_t ns)

@@ -18,16 +18,16 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "support/support.h"
 #include "fakecuda/fakecuda_state.h"
 
 #define MS 1000000ULL
 #define US 1000ULL
 
+/* The tests' monotonic clock (tests/support), unsigned as these sums want. */
 static uint64_t now_ns(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+    return (uint64_t)cs_now_ns();
 }
 
 static CUfunction cuda_up(void)
