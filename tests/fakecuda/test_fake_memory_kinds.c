@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "fake_scratch.h"
 #include "fakecuda/fakecuda_state.h"
 #include "nvml/nvml.h"
 
@@ -355,11 +356,9 @@ static void test_context_teardown(void)
 
 int main(void)
 {
-    char dir[] = "/tmp/fakecuda-kinds-XXXXXX";
-    CHECK(mkdtemp(dir) != NULL);
-    char path[256];
-    snprintf(path, sizeof(path), "%s/state", dir);
-    setenv("FAKECUDA_STATE", path, 1);
+    struct fake_scratch scratch;
+    fake_scratch_open(&scratch, "kinds");
+    const char *path = scratch.path;
     setenv("FAKECUDA_DEVICES", "1", 1);
     setenv("FAKECUDA_MEM", "4g", 1);
     setenv("FAKECUDA_CTX_BYTES", "0", 1);
@@ -411,8 +410,7 @@ int main(void)
     CHECK_EQ(cuDevicePrimaryCtxRelease(0), CUDA_SUCCESS);
     CHECK_EQ_U(used(), 0);
     fakecuda_state_close(st);
-    unlink(path);
-    rmdir(dir);
+    fake_scratch_close(&scratch);
     printf("memory kinds: ok\n");
     return 0;
 }

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "fake_scratch.h"
 #include "fakecuda/fakecuda_state.h"
 #include "nvml/nvml.h"
 
@@ -121,11 +122,9 @@ static uint64_t nvml_used_of(nvmlProcessInfo_t *infos, unsigned n, pid_t pid)
 
 int main(void)
 {
-    char dir[] = "/tmp/fakecuda-mpm-XXXXXX";
-    CHECK(mkdtemp(dir) != NULL);
-    char path[256];
-    snprintf(path, sizeof(path), "%s/state", dir);
-    setenv("FAKECUDA_STATE", path, 1);
+    struct fake_scratch scratch;
+    fake_scratch_open(&scratch, "mpm");
+    const char *path = scratch.path;
     setenv("FAKECUDA_DEVICES", "1", 1);
     setenv("FAKECUDA_MEM", "1g", 1);
     setenv("FAKECUDA_CTX_BYTES", "16m", 1);
@@ -235,8 +234,7 @@ int main(void)
     CHECK(fakecuda_proc_find(s, getpid()) == NULL);
 
     fakecuda_state_close(s);
-    unlink(path);
-    rmdir(dir);
+    fake_scratch_close(&scratch);
     printf("multiprocess memory: ok (%ld + %ld MiB raced)\n", nc, nd);
     return 0;
 }

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "fake_scratch.h"
 #include "nvml/nvml.h"
 
 #define PERIOD_US 50000ULL
@@ -44,11 +45,8 @@ static nvmlReturn_t query(nvmlDevice_t dev, unsigned long long since, unsigned l
 
 int main(void)
 {
-    char dir[] = "/tmp/fakecuda-samples-XXXXXX";
-    CHECK(mkdtemp(dir) != NULL);
-    char path[256];
-    snprintf(path, sizeof(path), "%s/state", dir);
-    setenv("FAKECUDA_STATE", path, 1);
+    struct fake_scratch scratch;
+    fake_scratch_open(&scratch, "samples");
     CHECK(getenv("FAKECUDA_NVML_SAMPLE_MS") && atoi(getenv("FAKECUDA_NVML_SAMPLE_MS")) == 50);
 
     CUcontext ctx;
@@ -90,7 +88,6 @@ int main(void)
            ts, ts2, (unsigned long long)PERIOD_US);
 
     CHECK_EQ(nvmlShutdown(), NVML_SUCCESS);
-    unlink(path);
-    rmdir(dir);
+    fake_scratch_close(&scratch);
     return 0;
 }

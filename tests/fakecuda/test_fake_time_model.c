@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "fake_scratch.h"
 #include "support/support.h"
 #include "fakecuda/fakecuda_state.h"
 #include "nvml/nvml.h"
@@ -53,11 +54,9 @@ static void launch(CUfunction f, unsigned blocks, CUstream s)
 
 int main(void)
 {
-    char dir[] = "/tmp/fakecuda-time-XXXXXX";
-    CHECK(mkdtemp(dir) != NULL);
-    char path[256];
-    snprintf(path, sizeof(path), "%s/state", dir);
-    setenv("FAKECUDA_STATE", path, 1);
+    struct fake_scratch scratch;
+    fake_scratch_open(&scratch, "time");
+    const char *path = scratch.path;
     setenv("FAKECUDA_DEVICES", "1", 1);
     setenv("FAKECUDA_NS_PER_BLOCK", "1000", 1);
     setenv("FAKECUDA_UTIL_WINDOW_MS", "100", 1);
@@ -215,8 +214,7 @@ int main(void)
     CHECK_EQ(cuStreamQuery(s), CUDA_ERROR_INVALID_HANDLE);
 
     fakecuda_state_close(st);
-    unlink(path);
-    rmdir(dir);
+    fake_scratch_close(&scratch);
     printf("time model: queued behind %.1f ms of another process\n", ms);
     return 0;
 }

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "fake_scratch.h"
 #include "support/support.h"
 #include "fakecuda/fakecuda_state.h"
 
@@ -72,11 +73,9 @@ static float timed(CUfunction f, unsigned blocks, CUstream s, uint64_t *waited)
 
 int main(void)
 {
-    char dir[] = "/tmp/fakecuda-slice-XXXXXX";
-    CHECK(mkdtemp(dir) != NULL);
-    char path[256];
-    snprintf(path, sizeof(path), "%s/state", dir);
-    setenv("FAKECUDA_STATE", path, 1);
+    struct fake_scratch scratch;
+    fake_scratch_open(&scratch, "slice");
+    const char *path = scratch.path;
     setenv("FAKECUDA_DEVICES", "1", 1);
     setenv("FAKECUDA_NS_PER_BLOCK", "1000", 1);
     setenv("FAKECUDA_TIMESLICE_US", "2000", 1);
@@ -133,8 +132,7 @@ int main(void)
     uint64_t other = fakecuda_busy_in_window(st, 0, child, 0, UINT64_MAX);
     CHECK_EQ_U(other, 200 * MS);
     fakecuda_state_close(st);
-    unlink(path);
-    rmdir(dir);
+    fake_scratch_close(&scratch);
     printf("ok\n");
     return 0;
 }

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "fake_scratch.h"
 #include "fakecuda/fakecuda_state.h"
 #include "nvml/nvml.h"
 
@@ -174,11 +175,9 @@ static void run(const char *name, const char *cvd, void (*fn)(void))
 
 int main(void)
 {
-    char dir[] = "/tmp/fakecuda-vis-XXXXXX";
-    CHECK(mkdtemp(dir) != NULL);
-    char path[256];
-    snprintf(path, sizeof(path), "%s/state", dir);
-    setenv("FAKECUDA_STATE", path, 1);
+    struct fake_scratch scratch;
+    fake_scratch_open(&scratch, "vis");
+    const char *path = scratch.path;
     setenv("FAKECUDA_DEVICES", "2", 1);
     setenv("FAKECUDA_MEM", "1g", 1);
     setenv("FAKECUDA_MEM_1", "2g", 1);
@@ -208,8 +207,7 @@ int main(void)
     run("spaces", " 1 ", case_duplicate);
 
     fakecuda_state_close(st);
-    unlink(path);
-    rmdir(dir);
+    fake_scratch_close(&scratch);
     printf("visible devices: ok (device 1 is %s)\n", uuid1);
     return 0;
 }
