@@ -42,19 +42,16 @@
 typedef CUresult (*alloc_fn)(CUdeviceptr *, size_t);
 
 static pthread_barrier_t start;
-static CUfunction kernel;
-static pthread_mutex_t kernel_mu = PTHREAD_MUTEX_INITIALIZER;
 
-static CUfunction get_kernel(void)
+/* Each thread loads its own module: a thread that finishes early releases
+ * the primary context, and when it was the last holder the context goes
+ * with every module loaded in it, so a function shared between threads
+ * would be a dead handle for one that retains the context afresh. */
+static CUfunction load_kernel(CUmodule *mod)
 {
-    pthread_mutex_lock(&kernel_mu);
-    if (!kernel) {
-        CUmodule mod;
-        CK(cuModuleLoadData(&mod, "fake"));
-        CK(cuModuleGetFunction(&kernel, mod, "k"));
-    }
-    CUfunction k = kernel;
-    pthread_mutex_unlock(&kernel_mu);
+    CUfunction k;
+    CK(cuModuleLoadData(mod, "fake"));
+    CK(cuModuleGetFunction(&k, *mod, "k"));
     return k;
 }
 
@@ -70,7 +67,8 @@ static void *worker(void *arg)
     CK(cuDeviceGet(&dev, 0));
     CK(cuDevicePrimaryCtxRetain(&ctx, dev));
     CK(cuCtxSetCurrent(ctx));
-    CUfunction fn = get_kernel();
+    CUmodule mod;
+    CUfunction fn = load_kernel(&mod);
     CUstream s;
     CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     for (int r = 0; r < ROUNDS; r++) {
@@ -87,6 +85,7 @@ static void *worker(void *arg)
     CUdeviceptr big;
     CHECK_EQ(alloc(&big, 257 * MiB), CUDA_ERROR_OUT_OF_MEMORY);
     CK(cuStreamDestroy_v2(s));
+    CK(cuModuleUnload(mod));
     CK(cuDevicePrimaryCtxRelease_v2(dev));
     return NULL;
 }
