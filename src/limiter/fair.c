@@ -141,10 +141,12 @@ void cs__fair_decide(const struct cs_fair_in *in, struct cs_fair_out *out)
     bool over = in->held || cs__fair_wants_more(in->use_pm, ent);
     /* A rival under its floor that leaves the GPU idle between its
      * launches (it does not fill it; its pacing does not hold it) has
-     * work waiting behind ours: above our floor we keep our queue short,
-     * so its latency, and so its floor, do not depend on how deep we
-     * would queue. */
-    bool guard = waiting && cs__fair_wants_more(in->use_pm, in->floor_pm);
+     * work waiting behind ours: above our floor, when we fill the GPU, we
+     * keep our queue short, so its latency, and so its floor, do not
+     * depend on how deep we would queue. A queue that runs dry between
+     * launches is short already: measuring each launch to keep it so
+     * would only cost a launch-bound tenant the CPU time it runs on. */
+    bool guard = waiting && in->filling && cs__fair_wants_more(in->use_pm, in->floor_pm);
     if (!over && !guard)
         return;
     out->engaged = true;

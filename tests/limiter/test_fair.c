@@ -146,6 +146,38 @@ static void conserving(void)
     CHECK(o.turns);
 }
 
+/* A tenant whose queue runs dry between its launches keeps it short
+ * already: it is never engaged only to keep it so (the guard), which
+ * would cost it the CPU time its launches run on. */
+static void guard_needs_a_queue(void)
+{
+    /* Two decode loops at 25 and 75, each using a third of the GPU on a
+     * saturated device: the 25 is over its floor, the 75 under its own. */
+    struct cs_fair_peer d75 = {.floor_pm = 7500, .use_pm = 3300};
+    struct cs_fair_out o = decide(false, 2500, 3300, 10000, false, 1, &d75);
+    CHECK(!o.engaged);
+    CHECK_EQ(o.why, CS_FAIR_FREE);
+    struct cs_fair_peer d25 = {.floor_pm = 2500, .use_pm = 3300};
+    o = decide(false, 7500, 3300, 10000, false, 1, &d25);
+    CHECK(!o.engaged);
+    /* Over its entitlement beside a rival that fills the GPU: held. */
+    d75.filling = true;
+    o = decide(false, 2500, 3300, 10000, false, 1, &d75);
+    CHECK(o.engaged);
+    CHECK_EQ(o.why, CS_FAIR_CONTENDED);
+    CHECK_EQ(o.share_pm, 2500);
+    CHECK(!o.turns);
+    /* A tenant that fills the GPU, above its floor and under its
+     * entitlement, keeps its queue short for a launch-bound rival under
+     * its own floor; a launch-bound one in its place is left alone. */
+    struct cs_fair_peer small = {.floor_pm = 2500, .use_pm = 1500};
+    o = decide(false, 7500, 8000, 10000, true, 1, &small);
+    CHECK(o.engaged);
+    CHECK_EQ(o.ahead_ns, CS_FAIR_PRIORITY_AHEAD_NS);
+    o = decide(false, 7500, 8000, 10000, false, 1, &small);
+    CHECK(!o.engaged);
+}
+
 static void floor_under_contention(void)
 {
     /* Saturated by two tenants that both use all they get: each held to
@@ -260,6 +292,7 @@ int main(void)
     split();
     conserving();
     floor_under_contention();
+    guard_needs_a_queue();
     force_and_priority();
     printf("ok\n");
     return 0;
