@@ -23,6 +23,7 @@
 #include <time.h>
 
 #include "check.h"
+#include "fake_bringup.h"
 #include "support/support.h"
 #include "fakecuda/fakecuda_state.h"
 
@@ -872,12 +873,9 @@ int main(void)
     setenv("FAKECUDA_MEMSET_NS_PER_MIB", "1000", 1);
     unsetenv("FAKECUDA_POWER_BUSY_W");
     unsetenv("CUDA_VISIBLE_DEVICES");
-    CHECK_EQ(cuInit(0), CUDA_SUCCESS);
-    CHECK_EQ(cuDevicePrimaryCtxRetain(&g_ctx, 0), CUDA_SUCCESS);
-    CHECK_EQ(cuCtxSetCurrent(g_ctx), CUDA_SUCCESS);
+    g_ctx = fake_ctx_up();
     CUmodule m;
-    CHECK_EQ(cuModuleLoadData(&m, "fake cubin"), CUDA_SUCCESS);
-    CHECK_EQ(cuModuleGetFunction(&g_fn, m, "k"), CUDA_SUCCESS);
+    g_fn = fake_kernel("k", &m);
     struct fakecuda_state *st = fakecuda_driver_state();
     CHECK(st != NULL);
     g_dev = &st->dev[0];

@@ -63,6 +63,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "fake_bringup.h"
 #include "fakecuda/fakecuda_state.h"
 #include "nvml/nvml.h"
 
@@ -222,16 +223,6 @@ static CUcontext ctx_up(int ordinal)
     CHECK_EQ(cuDevicePrimaryCtxRetain(&ctx, ordinal), CUDA_SUCCESS);
     CHECK_EQ(cuCtxSetCurrent(ctx), CUDA_SUCCESS);
     return ctx;
-}
-
-static CUfunction kernel(void)
-{
-    static const char image[] = "fake cubin";
-    CUmodule mod;
-    CUfunction f;
-    CHECK_EQ(cuModuleLoadData(&mod, image), CUDA_SUCCESS);
-    CHECK_EQ(cuModuleGetFunction(&f, mod, "k"), CUDA_SUCCESS);
-    return f;
 }
 
 static int mps_attr(int ordinal)
@@ -681,7 +672,7 @@ static void child_occupancy(void)
     int n;
     CHECK_EQ(cuOccupancyMaxActiveBlocksPerMultiprocessor(&n, (CUfunction)&n, 128, 0), CUDA_ERROR_INVALID_CONTEXT);
     ctx_up(0);
-    CUfunction f = kernel();
+    CUfunction f = fake_kernel("k", NULL);
     /* min(32, 64 warps / warps per block, 233472 / (shmem + 1024)) */
     CHECK_EQ(occ(f, 128, 0), 16);
     CHECK_EQ(occ(f, 100, 0), 16); /* 4 warps */
@@ -746,7 +737,7 @@ static void child_run(const struct plan *p)
     CHECK_EQ(cuInit(0), CUDA_SUCCESS);
     CHECK_EQ(mps_attr(p->dev), p->client);
     ctx_up(p->dev);
-    CUfunction f = kernel();
+    CUfunction f = fake_kernel("k", NULL);
     CUstream s;
     CHECK_EQ(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
     CUgraphExec x = NULL;
@@ -1012,7 +1003,7 @@ static void child_events(int dev, const char *pct, unsigned blocks, uint64_t exp
         setenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", pct, 1);
     CHECK_EQ(cuInit(0), CUDA_SUCCESS);
     ctx_up(dev);
-    CUfunction f = kernel();
+    CUfunction f = fake_kernel("k", NULL);
     CUstream s;
     CUevent e0, e1;
     CHECK_EQ(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "fake_bringup.h"
 #include "support/support.h"
 #include "fakecuda/fake_nvml_extra.h"
 #include "fakecuda/fakecuda_state.h"
@@ -76,13 +77,8 @@ static nvmlDevice_t g_dev;
 
 static void up(void)
 {
-    CUcontext ctx;
-    CUmodule mod;
-    CHECK_EQ(cuInit(0), CUDA_SUCCESS);
-    CHECK_EQ(cuDevicePrimaryCtxRetain(&ctx, 0), CUDA_SUCCESS);
-    CHECK_EQ(cuCtxSetCurrent(ctx), CUDA_SUCCESS);
-    CHECK_EQ(cuModuleLoadData(&mod, "fake cubin"), CUDA_SUCCESS);
-    CHECK_EQ(cuModuleGetFunction(&g_fn, mod, "spin"), CUDA_SUCCESS);
+    fake_ctx_up();
+    g_fn = fake_kernel("spin", NULL);
     CHECK_EQ(nvmlInit_v2(), NVML_SUCCESS);
     CHECK_EQ(nvmlDeviceGetHandleByIndex_v2(0, &g_dev), NVML_SUCCESS);
 }

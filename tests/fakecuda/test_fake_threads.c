@@ -11,6 +11,7 @@
 #include <stdlib.h>
 
 #include "check.h"
+#include "fake_bringup.h"
 #include "fakecuda/fakecuda_state.h"
 
 #define THREADS 4
@@ -56,12 +57,9 @@ int main(void)
     setenv("FAKECUDA_NS_PER_BLOCK", "1000", 1);
     setenv("FAKECUDA_CTX_BYTES", "0", 1);
     unsetenv("CUDA_VISIBLE_DEVICES");
-    CHECK_EQ(cuInit(0), CUDA_SUCCESS);
-    CHECK_EQ(cuDevicePrimaryCtxRetain(&g_ctx, 0), CUDA_SUCCESS);
-    CHECK_EQ(cuCtxSetCurrent(g_ctx), CUDA_SUCCESS);
+    g_ctx = fake_ctx_up();
     CUmodule m;
-    CHECK_EQ(cuModuleLoadData(&m, "x"), CUDA_SUCCESS);
-    CHECK_EQ(cuModuleGetFunction(&g_fn, m, "k"), CUDA_SUCCESS);
+    g_fn = fake_kernel("k", &m);
     struct fakecuda_state *s = fakecuda_driver_state();
     CHECK(s != NULL);
 

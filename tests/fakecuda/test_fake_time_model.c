@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "fake_bringup.h"
 #include "fake_scratch.h"
 #include "support/support.h"
 #include "fakecuda/fakecuda_state.h"
@@ -27,24 +28,6 @@
 static uint64_t now_ns(void)
 {
     return (uint64_t)cs_now_ns();
-}
-
-static CUfunction kernel(void)
-{
-    static const char image[] = "fake cubin";
-    CUmodule mod;
-    CUfunction f;
-    CHECK_EQ(cuModuleLoadData(&mod, image), CUDA_SUCCESS);
-    CHECK_EQ(cuModuleGetFunction(&f, mod, "spin"), CUDA_SUCCESS);
-    return f;
-}
-
-static void cuda_up(void)
-{
-    CUcontext ctx;
-    CHECK_EQ(cuInit(0), CUDA_SUCCESS);
-    CHECK_EQ(cuDevicePrimaryCtxRetain(&ctx, 0), CUDA_SUCCESS);
-    CHECK_EQ(cuCtxSetCurrent(ctx), CUDA_SUCCESS);
 }
 
 static void launch(CUfunction f, unsigned blocks, CUstream s)
@@ -63,11 +46,11 @@ int main(void)
     unsetenv("FAKECUDA_GRAPH_US");
     unsetenv("CUDA_VISIBLE_DEVICES");
 
-    cuda_up();
+    fake_ctx_up();
     struct fakecuda_state *st = fakecuda_state_open(path);
     CHECK(st != NULL);
     struct fakecuda_device *D = &st->dev[0];
-    CUfunction f = kernel();
+    CUfunction f = fake_kernel("spin", NULL);
     CUstream s;
     CUevent e0, e1;
     CHECK_EQ(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
@@ -120,8 +103,8 @@ int main(void)
     CHECK(child >= 0);
     if (child == 0) {
         char c = 0;
-        cuda_up();
-        CUfunction g = kernel();
+        fake_ctx_up();
+        CUfunction g = fake_kernel("spin", NULL);
         launch(g, 200000, NULL);
         CHECK(write(ready[1], &c, 1) == 1);
         CHECK(read(go[0], &c, 1) == 1);

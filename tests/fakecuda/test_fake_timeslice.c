@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "fake_bringup.h"
 #include "fake_scratch.h"
 #include "support/support.h"
 #include "fakecuda/fakecuda_state.h"
@@ -29,19 +30,6 @@
 static uint64_t now_ns(void)
 {
     return (uint64_t)cs_now_ns();
-}
-
-static CUfunction cuda_up(void)
-{
-    CUcontext ctx;
-    CUmodule mod;
-    CUfunction f;
-    CHECK_EQ(cuInit(0), CUDA_SUCCESS);
-    CHECK_EQ(cuDevicePrimaryCtxRetain(&ctx, 0), CUDA_SUCCESS);
-    CHECK_EQ(cuCtxSetCurrent(ctx), CUDA_SUCCESS);
-    CHECK_EQ(cuModuleLoadData(&mod, "fake cubin"), CUDA_SUCCESS);
-    CHECK_EQ(cuModuleGetFunction(&f, mod, "spin"), CUDA_SUCCESS);
-    return f;
 }
 
 static void launch(CUfunction f, unsigned blocks, CUstream s)
@@ -91,7 +79,8 @@ int main(void)
     CHECK(child >= 0);
     if (child == 0) { /* the other tenant: one 200 ms kernel */
         char c = 0;
-        CUfunction g = cuda_up();
+        fake_ctx_up();
+        CUfunction g = fake_kernel("spin", NULL);
         launch(g, 200000, NULL);
         CHECK(write(ready[1], &c, 1) == 1);
         CHECK_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
@@ -100,7 +89,8 @@ int main(void)
     }
     char c = 0;
     CHECK(read(ready[0], &c, 1) == 1);
-    CUfunction f = cuda_up();
+    fake_ctx_up();
+    CUfunction f = fake_kernel("spin", NULL);
     CUstream s;
     CHECK_EQ(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
 

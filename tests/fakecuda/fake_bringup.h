@@ -1,0 +1,36 @@
+/*
+ * How a fake-driver test starts: the driver up with device 0's primary
+ * context current, and a kernel to launch (the fake takes any image; a
+ * kernel's time is its blocks times FAKECUDA_NS_PER_BLOCK, whatever its
+ * name).
+ */
+#ifndef CS_TESTS_FAKE_BRINGUP_H
+#define CS_TESTS_FAKE_BRINGUP_H
+
+#include <cuda.h>
+
+#include "check.h"
+
+static inline CUcontext fake_ctx_up(void)
+{
+    CUcontext ctx;
+    CHECK_EQ(cuInit(0), CUDA_SUCCESS);
+    CHECK_EQ(cuDevicePrimaryCtxRetain(&ctx, 0), CUDA_SUCCESS);
+    CHECK_EQ(cuCtxSetCurrent(ctx), CUDA_SUCCESS);
+    return ctx;
+}
+
+/* Kernel `name` of a module loaded for it, which *mod (if not NULL)
+ * receives for the caller to unload. */
+static inline CUfunction fake_kernel(const char *name, CUmodule *mod)
+{
+    CUmodule m;
+    CUfunction f;
+    CHECK_EQ(cuModuleLoadData(&m, "fake cubin"), CUDA_SUCCESS);
+    CHECK_EQ(cuModuleGetFunction(&f, m, name), CUDA_SUCCESS);
+    if (mod)
+        *mod = m;
+    return f;
+}
+
+#endif
