@@ -39,16 +39,19 @@ tenants_live() { node_json && [ "$(grep -o '"state":"live"' "$T/node.json" | wc 
 
 # start_exporter: `cushare exporter` on a free loopback port (PORT, its pid
 # EXP); up fetches /metrics into $T/metrics. Fails the test when it does not
-# serve. A taken port is said at once, so another is tried.
+# serve. A taken port is said at once, so another is tried. Served means
+# ours said so: another test's exporter on a port we also drew would
+# answer `up` while ours exits.
 up() { curl -s --max-time 2 "http://127.0.0.1:$PORT/metrics" >"$T/metrics"; }
+ours_up() { grep -q '^cushare: exporter: serving' "$T/exporter.err" && kill -0 $EXP 2>/dev/null && up; }
 start_exporter() {
   for try in 1 2 3 4 5 6 7 8; do
     PORT=$(( 20000 + (RANDOM % 20000) ))
     "$CLI" exporter --listen 127.0.0.1:$PORT --no-scan --interval 200 2>"$T/exporter.err" &
     EXP=$!
     PIDS+=($EXP)
-    for i in $(seq 1 $((50 * SCALE))); do up && break; kill -0 $EXP 2>/dev/null || break; sleep 0.1; done
-    up && return 0
+    for i in $(seq 1 $((50 * SCALE))); do ours_up && break; kill -0 $EXP 2>/dev/null || break; sleep 0.1; done
+    ours_up && return 0
   done
   fail "exporter did not serve: $(cat "$T/exporter.err")"
 }
