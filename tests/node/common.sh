@@ -57,17 +57,28 @@ start_exporter() {
 }
 
 # start_prometheus: a real Prometheus scraping the exporter at PORT every
-# second: loopback (port PPORT), temporary storage, its pid PROM.
+# second: loopback (port PPORT), temporary storage, its pid PROM. Started
+# means it said it is ready and still runs: a port another test holds makes
+# it exit on the bind error, so another port is drawn.
+prom_ready() { grep -q 'Server is ready to receive web requests' "$T/prometheus.log" && kill -0 $PROM 2>/dev/null; }
 start_prometheus() {
-  PPORT=$(( PORT + 1 ))
   cat >"$T/prometheus.yml" <<YML
 global: {scrape_interval: 1s, evaluation_interval: 1s}
 scrape_configs:
   - job_name: cushare
     static_configs: [{targets: ["127.0.0.1:$PORT"]}]
 YML
-  prometheus --config.file="$T/prometheus.yml" --storage.tsdb.path="$T/tsdb" \
-    --web.listen-address=127.0.0.1:$PPORT >"$T/prometheus.log" 2>&1 &
-  PROM=$!
-  PIDS+=($PROM)
+  for try in 1 2 3 4 5 6 7 8; do
+    PPORT=$(( 20000 + (RANDOM % 20000) ))
+    [ "$PPORT" != "$PORT" ] || continue
+    rm -rf "$T/tsdb"
+    prometheus --config.file="$T/prometheus.yml" --storage.tsdb.path="$T/tsdb" \
+      --web.listen-address=127.0.0.1:$PPORT >"$T/prometheus.log" 2>&1 &
+    PROM=$!
+    PIDS+=($PROM)
+    for i in $(seq 1 $((300 * SCALE))); do prom_ready && break; kill -0 $PROM 2>/dev/null || break; sleep 0.1; done
+    prom_ready && return 0
+    kill -9 $PROM 2>/dev/null
+  done
+  fail "Prometheus did not start: $(tail -3 "$T/prometheus.log")"
 }
