@@ -69,7 +69,7 @@ static uint32_t clamp_share(uint32_t pm)
  * time nobody's board entry explains, which is weighted with whatever
  * floor nobody claims. Lower-priority tenants yield to us: not counted. */
 static uint32_t entitlement(const struct cs_fair_in *in, bool *rivals, bool *higher,
-                            bool *waiting)
+                            bool *waiting, bool *owed)
 {
     uint32_t w[CS_FAIR_MAX_PEERS + 2], d[CS_FAIR_MAX_PEERS + 2], got[CS_FAIR_MAX_PEERS + 2];
     int n = 0, np = in->npeers < CS_FAIR_MAX_PEERS ? in->npeers : CS_FAIR_MAX_PEERS;
@@ -78,7 +78,7 @@ static uint32_t entitlement(const struct cs_fair_in *in, bool *rivals, bool *hig
      * using less never reaches. */
     w[n] = in->floor_pm;
     d[n++] = UINT32_MAX;
-    *rivals = *higher = *waiting = false;
+    *rivals = *higher = *waiting = *owed = false;
     for (int i = 0; i < np; i++) {
         const struct cs_fair_peer *p = &in->peers[i];
         if (p->priority < in->priority) {
@@ -88,11 +88,17 @@ static uint32_t entitlement(const struct cs_fair_in *in, bool *rivals, bool *hig
             w[n] = p->floor_pm;
             d[n++] = demand_of(p);
             floors += p->floor_pm;
-            *rivals = true;
+            bool below = p->floor_pm && !cs__fair_wants_more(p->use_pm, p->floor_pm);
+            /* A rival would use more than it gets (it fills the GPU, or
+             * its pacing holds it) or gets less than its floor. One that
+             * leaves the GPU idle between its launches, unheld, at or
+             * above its floor, is bounded by its CPU: holding anyone
+             * would give it nothing it could use. */
+            *rivals |= p->filling || p->held || below;
             /* Held or not: one held to its floor still waits behind
              * our queue whenever it has work. */
-            *waiting |= !p->filling && p->floor_pm &&
-                        !cs__fair_wants_more(p->use_pm, p->floor_pm);
+            *waiting |= !p->filling && below;
+            *owed |= p->filling && below;
         }
     }
     /* Busy time nobody's board entry explains is an unlimited tenant's
@@ -120,8 +126,8 @@ void cs__fair_decide(const struct cs_fair_in *in, struct cs_fair_out *out)
                                     .turns = true};
         return;
     }
-    bool rivals, higher, waiting;
-    uint32_t ent = entitlement(in, &rivals, &higher, &waiting);
+    bool rivals, higher, waiting, owed;
+    uint32_t ent = entitlement(in, &rivals, &higher, &waiting, &owed);
     out->entitled_pm = ent;
     out->share_pm = clamp_share(ent);
     /* Beside a busy higher-priority tenant: held to what it leaves, with a
@@ -137,6 +143,14 @@ void cs__fair_decide(const struct cs_fair_in *in, struct cs_fair_out *out)
     bool saturated = in->device_busy_pm < 0 || in->windows ||
                      (uint32_t)in->device_busy_pm >= CS_FAIR_SATURATED_PM;
     if (!saturated || !rivals)
+        return;
+    /* A tenant that leaves the GPU idle between its launches is bounded by
+     * its CPU: what it takes is its kernels plus a context switch each,
+     * which no other tenant's queue could have filled. Holding it costs it
+     * the CPU time its launches run on and gives the others nothing, so
+     * it is held only while a rival that fills the GPU gets less than its
+     * floor. */
+    if (!in->filling && !owed)
         return;
     bool over = in->held || cs__fair_wants_more(in->use_pm, ent);
     /* A rival under its floor that leaves the GPU idle between its

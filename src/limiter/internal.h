@@ -196,6 +196,11 @@ void cs__lim_sleep(int64_t ns);
  * that the free path reads; returns the flag's previous value. */
 int cs__lim_set_engaged(int d, int on);
 
+/* Time this process's threads have spent blocked in calls that waited
+ * for the GPU (cs__limiter_synced), summed over threads; monotonic. The
+ * watcher tells a tenant that fills the GPU by it. */
+uint64_t cs__lim_blocked_ns(void);
+
 /* Stamps every launch of the process with its time at *p (NULL: stops),
  * for device d's busy lower-priority tenants; watcher only. */
 void cs__lim_set_stamp(int d, uint64_t *p);

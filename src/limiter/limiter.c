@@ -122,6 +122,9 @@ static uint64_t engaged_bits;
  * launch paths read it (relaxed: one timestamp, a late view only counts
  * one gap by estimate). */
 static int64_t drained_ns;
+/* Sum of the calls that blocked waiting for the GPU (cs__limiter_synced):
+ * any thread adds, the watcher reads. */
+static uint64_t blocked_ns;
 
 #define CS_LIM_STAMP_SHIFT 32
 #define CS_LIM_ENGAGED_MASK ((1ull << CS_LIM_STAMP_SHIFT) - 1)
@@ -224,6 +227,7 @@ void cs__lim_atfork_child(void)
     __atomic_store_n(&arm_decided, 0, __ATOMIC_RELEASE);
     __atomic_store_n(&cs__lim_armed, 1, __ATOMIC_RELEASE);
     __atomic_store_n(&drained_ns, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&blocked_ns, 0, __ATOMIC_RELAXED);
 }
 CS_FORK_CHILD_RESET(cs__lim_atfork_child, CS_FORK_LIMITER)
 
@@ -867,8 +871,15 @@ static int64_t turn_wait(struct cs_lim_dev *D, struct cs_lim_ctx *cx, uintptr_t 
 
 void cs__limiter_synced(int64_t t0, int64_t t1)
 {
-    if (t1 - t0 >= CS_LIM_SYNC_BLOCKED_NS && __atomic_load_n(&cs__lim_armed, __ATOMIC_RELAXED))
+    if (t1 - t0 >= CS_LIM_SYNC_BLOCKED_NS && __atomic_load_n(&cs__lim_armed, __ATOMIC_RELAXED)) {
         __atomic_store_n(&drained_ns, t1, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&blocked_ns, (uint64_t)(t1 - t0), __ATOMIC_RELAXED);
+    }
+}
+
+uint64_t cs__lim_blocked_ns(void)
+{
+    return __atomic_load_n(&blocked_ns, __ATOMIC_RELAXED);
 }
 
 /* Where our queue ran dry before a launch at `now` of weight one (device

@@ -66,6 +66,7 @@
 #define CS_WATCH_SMOOTH 0.25             /* per-tick step towards a new scale */
 #define CS_WATCH_CAP_REREAD_NS 10000000000ll /* power cap re-read every 10 s */
 #define CS_WATCH_DRY_PCT 10              /* queue dry under 10 % of unheld time: filling */
+#define CS_WATCH_BLOCKED_PCT 50          /* or blocked in syncs half of it: filling */
 
 
 static pthread_mutex_t watch_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -112,6 +113,8 @@ static struct {
     uint64_t work[CS_WATCH_WINDOW + 1][CS_MAX_DEVICES];
     uint64_t slept[CS_WATCH_WINDOW + 1][CS_MAX_DEVICES];
     uint64_t dry[CS_WATCH_WINDOW + 1][CS_MAX_DEVICES];
+    uint64_t blocked[CS_WATCH_WINDOW + 1][CS_MAX_DEVICES]; /* process-wide: the same
+                                                              for every device */
     int8_t util[CS_WATCH_WINDOW + 1][CS_MAX_DEVICES];
     int ring_n, ring_head;
 } W;
@@ -342,6 +345,7 @@ static void record_totals(int64_t now)
         W.work[i][d] = __atomic_load_n(&cs__lim_devs[d].own_work, __ATOMIC_RELAXED);
         W.slept[i][d] = __atomic_load_n(&cs__lim_devs[d].sleep_ns, __ATOMIC_RELAXED);
         W.dry[i][d] = __atomic_load_n(&cs__lim_devs[d].dry_ns, __ATOMIC_RELAXED);
+        W.blocked[i][d] = cs__lim_blocked_ns();
         W.util[i][d] = -1; /* the device loop of the tick fills it in */
     }
     W.ring_head = (W.ring_head + 1) % (CS_WATCH_WINDOW + 1);
@@ -652,7 +656,12 @@ static void update_window(int d, const struct cs_board_view *v, bool engaged, in
 
 /* Whether our queue on the GPU stayed non-empty over the last second
  * while we were not held: we fill the GPU (turn-taking pays), rather than
- * leave it idle between launches for the CPU (a decode loop). */
+ * leave it idle between launches for the CPU (a decode loop). Either our
+ * queue was seen dry for little of that time, or our threads spent much
+ * of it blocked waiting for the GPU: the dry time of launches the free
+ * path lets go is estimated from contention-free kernel times, and beside
+ * a tenant that time-slices with us our work drains later than that, so
+ * a GPU-bound tenant would read dry; its syncs tell the truth. */
 static bool filling(int d)
 {
     /* Until half a second is seen, unknown: taken as filling, so a tenant
@@ -662,7 +671,9 @@ static bool filling(int d)
     int64_t span = (int64_t)ring_span(CS_WATCH_WINDOW) * CS_LIM_TICK_NS;
     int64_t unheld = span - (int64_t)ring_delta(W.slept, d, CS_WATCH_WINDOW);
     int64_t dry = (int64_t)ring_delta(W.dry, d, CS_WATCH_WINDOW);
-    return span > 0 && unheld > 0 && dry * 100 < unheld * CS_WATCH_DRY_PCT;
+    int64_t blocked = (int64_t)ring_delta(W.blocked, d, CS_WATCH_WINDOW);
+    return span > 0 && unheld > 0 &&
+           (dry * 100 < unheld * CS_WATCH_DRY_PCT || blocked * 100 >= unheld * CS_WATCH_BLOCKED_PCT);
 }
 
 /* Our pacing slept at least CS_WATCH_UNPACED_PCT of the last second. */
@@ -745,11 +756,11 @@ static int decide_default(int d, uint32_t ppm, int32_t prio, int util, int forei
     __atomic_store_n(&D->ahead_ns, engaged ? w->fair.ahead_ns : 0, __ATOMIC_RELAXED);
     publish_state(d, ppm, engaged ? w->fair.why : CS_FAIR_FREE, w->fair.entitled_pm);
     if (cs__lim_set_engaged(d, engaged) != engaged)
-        cs_info(SUBSYS, "device %d: pacing %s (%s; use %.1f %%, entitled %.1f %%, device %d %% "
-                "busy, %d other busy tenant%s, unexplained %d %%)", d,
+        cs_info(SUBSYS, "device %d: pacing %s (%s; use %.1f %%, entitled %.1f %%, %s the GPU, "
+                "device %d %% busy, %d other busy tenant%s, unexplained %d %%)", d,
                 engaged ? "engaged" : "released", cs__fair_why_name(w->fair.why), ppm / 1e4,
-                w->fair.entitled_pm / 100.0, util, v->npeers, v->npeers == 1 ? "" : "s",
-                unexplained);
+                w->fair.entitled_pm / 100.0, in.filling ? "fills" : "does not fill", util,
+                v->npeers, v->npeers == 1 ? "" : "s", unexplained);
     return engaged;
 }
 

@@ -2,7 +2,9 @@
  * The share decision (src/limiter/fair.c) without a driver: the weighted
  * max-min split, work conservation (nobody held while the GPU has idle
  * time or nobody else wants it), the floor under contention, the hard
- * cap of `force`, the priority hold with its short queue, turn-taking
+ * cap of `force`, only the owed making anyone wait (a launch-bound tenant
+ * is held only for a GPU-filling rival under its floor), the priority
+ * hold with its short queue, turn-taking
  * only for tenants that fill the GPU, and yielding on a higher-priority
  * tenant's activity (the quiet wait).
  */
@@ -178,6 +180,50 @@ static void guard_needs_a_queue(void)
     CHECK(!o.engaged);
 }
 
+/* Only someone owed something makes anyone wait. A tenant that leaves the
+ * GPU idle between its launches is held only while a rival that fills the
+ * GPU gets less than its floor; a launch-bound rival unheld at or above
+ * its floor is owed nothing and holds nobody back. */
+static void only_the_owed_hold(void)
+{
+    /* Two decode loops at 25 and 75 on a device NVML calls saturated
+     * (two contexts time-slicing keep it "busy"), each measured above its
+     * floor: neither is held, as with no limiter. */
+    struct cs_fair_peer d75 = {.floor_pm = 7500, .use_pm = 7600};
+    struct cs_fair_out o = decide(false, 2500, 4000, 10000, false, 1, &d75);
+    CHECK(!o.engaged);
+    CHECK_EQ(o.why, CS_FAIR_FREE);
+    struct cs_fair_peer d25 = {.floor_pm = 2500, .use_pm = 4000};
+    o = decide(false, 7500, 7600, 10000, false, 1, &d25);
+    CHECK(!o.engaged);
+    /* A decode loop over its floor beside a hog that has its own: free. */
+    struct cs_fair_peer hog = {.floor_pm = 7500, .use_pm = 7900, .filling = true};
+    o = decide(false, 2500, 3500, 10000, false, 1, &hog);
+    CHECK(!o.engaged);
+    /* ... held once the hog gets less than its floor. */
+    hog.use_pm = 6500;
+    o = decide(false, 2500, 3500, 10000, false, 1, &hog);
+    CHECK(o.engaged);
+    CHECK_EQ(o.share_pm, 2500);
+    CHECK(!o.turns);
+    /* The hog beside a decode loop at or above its floor, unheld: nobody
+     * is owed anything, the hog is not held (it takes the gaps). */
+    struct cs_fair_peer dec = {.floor_pm = 2500, .use_pm = 3000};
+    o = decide(false, 7500, 8000, 10000, true, 1, &dec);
+    CHECK(!o.engaged);
+    /* ... but a decode loop its pacing holds would use more: a rival. */
+    dec.held = true;
+    o = decide(false, 7500, 8000, 10000, true, 1, &dec);
+    CHECK(o.engaged);
+    CHECK_EQ(o.share_pm, 7500);
+    /* A launch-bound tenant beside busy time nobody's board entry explains
+     * (an unlimited hog, which has no floor to be owed): free. */
+    struct cs_fair_in in = {.floor_pm = 2500, .use_pm = 3000, .device_busy_pm = 10000,
+                            .foreign_pm = 7500};
+    cs__fair_decide(&in, &o);
+    CHECK(!o.engaged);
+}
+
 static void floor_under_contention(void)
 {
     /* Saturated by two tenants that both use all they get: each held to
@@ -190,9 +236,9 @@ static void floor_under_contention(void)
     CHECK_EQ(o.share_pm, 6666);
     CHECK(o.turns);
     CHECK_EQ(o.ahead_ns, 0); /* nobody waits: the usual run-ahead */
-    /* A launch-bound tenant over its floor beside a hog: held to its
-     * floor, but never made to take turns. */
-    struct cs_fair_peer hog = {.floor_pm = 7500, .use_pm = 7400};
+    /* A launch-bound tenant over its floor beside a hog under its own:
+     * held to its floor, but never made to take turns. */
+    struct cs_fair_peer hog = {.floor_pm = 7500, .use_pm = 7000, .filling = true};
     o = decide(false, 2500, 3000, 10000, false, 1, &hog);
     CHECK(o.engaged);
     CHECK_EQ(o.share_pm, 2500);
@@ -211,9 +257,9 @@ static void floor_under_contention(void)
     CHECK(!o.engaged);
     /* A tenant its pacing holds stays engaged while the device is
      * contended, even a little under its entitlement. */
-    struct cs_fair_peer big = {.floor_pm = 5000, .use_pm = 6700};
+    struct cs_fair_peer big = {.floor_pm = 5000, .use_pm = 6700, .filling = true};
     struct cs_fair_in h = {.floor_pm = 2500, .use_pm = 3000, .device_busy_pm = 9900,
-                           .held = true, .npeers = 1, .peers = &big};
+                           .held = true, .filling = true, .npeers = 1, .peers = &big};
     cs__fair_decide(&h, &o);
     CHECK(o.engaged);
     CHECK_EQ(o.share_pm, 3333);
@@ -293,6 +339,7 @@ int main(void)
     conserving();
     floor_under_contention();
     guard_needs_a_queue();
+    only_the_owed_hold();
     force_and_priority();
     printf("ok\n");
     return 0;
