@@ -98,7 +98,10 @@ static uint32_t entitlement(const struct cs_fair_in *in, bool *rivals, bool *hig
             /* Held or not: one held to its floor still waits behind
              * our queue whenever it has work. */
             *waiting |= !p->filling && below;
-            *owed |= p->filling && below;
+            /* Owed clearly, not within the noise of a one-second
+             * average: holding a launch-bound tenant costs it CPU time. */
+            *owed |= p->filling && p->floor_pm &&
+                     (uint64_t)p->use_pm * 100 < (uint64_t)p->floor_pm * CS_FAIR_OWED_PCT;
         }
     }
     /* Busy time nobody's board entry explains is an unlimited tenant's
@@ -110,6 +113,10 @@ static uint32_t entitlement(const struct cs_fair_in *in, bool *rivals, bool *hig
         d[n++] = in->foreign_pm >= CS_FAIR_FOREIGN_GREEDY_PM ? UINT32_MAX : in->foreign_pm;
         *rivals = true;
         *waiting |= in->foreign_pm >= CS_FAIR_FOREIGN_GREEDY_PM;
+        /* An unlimited tenant we cannot see is presumed to fill the GPU:
+         * owed the floor nobody claims when it clearly gets less. */
+        *owed |= in->foreign_pm >= CS_FAIR_FOREIGN_GREEDY_PM &&
+                 (uint64_t)in->foreign_pm * 100 < (uint64_t)w[n - 1] * CS_FAIR_OWED_PCT;
     }
     memset(got, 0, sizeof got);
     cs__fair_split((uint32_t)capacity, n, w, d, got);

@@ -45,6 +45,8 @@
 #define CS_FAIR_FOREIGN_PM 1000u       /* unexplained busy time that counts: 10 % */
 #define CS_FAIR_FOREIGN_GREEDY_PM 2000u /* ... that may want more than it gets: 20 % */
 #define CS_FAIR_AT_FLOOR_PCT 97        /* using 97 % of a share counts as using it all */
+#define CS_FAIR_OWED_PCT 90            /* a filling rival under 90 % of its floor is owed
+                                          what a launch-bound tenant takes */
 #define CS_FAIR_MAX_PEERS 64
 #define CS_FAIR_PRIORITY_AHEAD_NS 1000000ll /* queue bound beside a higher priority */
 

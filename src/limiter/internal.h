@@ -37,6 +37,7 @@
 #define CS_LIM_SLEEP_MAX_NS 50000000ll /* one pacing sleep at most 50 ms */
 #define CS_LIM_SAMPLE 8          /* well under the share: measure 1 launch in 8 */
 #define CS_LIM_SYNC_BLOCKED_NS 20000 /* a sync this long waited for the GPU */
+#define CS_LIM_IDLE_GAP_NS 100000000ll /* a dry spell this long: the tenant rested */
 #define CS_LIM_FREE_SAMPLE 32    /* nothing engaged: 1 launch in 32 per thread
                                     takes the slow path, charged for all 32 */
 #define CS_LIM_GROUP 8           /* launches one marker pair may span */
@@ -133,6 +134,9 @@ struct cs_lim_dev {
     uint64_t dry_ns;             /* atomic; added under the device mutex: time
                                     our queue had run dry (by estimate) when
                                     a launch went without being held */
+    uint64_t idle_gaps;          /* atomic; added under the device mutex: dry
+                                    spells of CS_LIM_IDLE_GAP_NS or more (the
+                                    tenant rested) */
     uint64_t window;             /* atomic; written by the watcher: our window
                                     in the device's coordinated schedule,
                                     cs__lim_window_pack; 0 = none */

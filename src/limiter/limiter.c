@@ -904,8 +904,11 @@ static int64_t dry_from(const struct cs_lim_dev *D, uint32_t weight)
 static void note_dry(struct cs_lim_dev *D, bool held, uint32_t weight, int64_t now)
 {
     int64_t from = dry_from(D, weight);
-    if (!held && from && now > from)
-        __atomic_fetch_add(&D->dry_ns, (uint64_t)(now - from), __ATOMIC_RELAXED);
+    if (held || !from || now <= from)
+        return;
+    __atomic_fetch_add(&D->dry_ns, (uint64_t)(now - from), __ATOMIC_RELAXED);
+    if (now - from >= CS_LIM_IDLE_GAP_NS)
+        __atomic_fetch_add(&D->idle_gaps, 1, __ATOMIC_RELAXED);
 }
 
 /* Waits until the law lets the next launch of device `dev` go; returns
@@ -993,11 +996,15 @@ static void issue_ticket(struct cs_lim_ticket *t, struct cs_lim_dev *D, struct c
         return;
     struct cs_lim_group *g = &st->group;
     if (g->start) {
-        bool queued = group_queued(st);
-        if (queued && t->est && t->sig && g->sig == t->sig && g->occ_ppm == t->occ_ppm &&
-            g->n < CS_LIM_GROUP && groups_allowed(D, now))
+        /* The free path let launches go around the limiter since the
+         * group's last launch (a weight over one): on the GPU they sit
+         * inside the group's span, which would charge their time to the
+         * group's launches. */
+        bool queued = group_queued(st), bypassed = t->weight > 1;
+        if (queued && !bypassed && t->est && t->sig && g->sig == t->sig &&
+            g->occ_ppm == t->occ_ppm && g->n < CS_LIM_GROUP && groups_allowed(D, now))
             goto join;
-        if (queued)
+        if (queued && !bypassed)
             group_close(D, st, now);
         else
             group_drop(D, st, now);
@@ -1043,9 +1050,21 @@ static void hold_while_hami_blocks(void)
  * charged by estimate for the ones before it, so the watcher still sees
  * what the tenant uses. Returns the weight of a launch that must take the
  * slow path, 0 for one that may go. */
+/* The launches between a thread's samples: a permutation of 17..47, mean
+ * CS_LIM_FREE_SAMPLE, cycling. A fixed period would sample the same kernel
+ * of a loop whose length it divides (a model's layers repeat theirs) and
+ * charge every launch let go at that kernel's cost. */
+static uint32_t free_interval(uint32_t turn)
+{
+    _Static_assert(CS_LIM_FREE_SAMPLE == 32, "the stride must be coprime to 31");
+    return CS_LIM_FREE_SAMPLE / 2 + 1 + (turn * 19u) % (CS_LIM_FREE_SAMPLE - 1);
+}
+
 static uint32_t free_path_weight(void)
 {
-    static __thread uint32_t let_go; /* this thread's launches since its last sample */
+    /* This thread's launches since its last sample, and how many make the
+     * next one. */
+    static __thread uint32_t let_go, next = CS_LIM_FREE_SAMPLE, turn;
     uint64_t bits = __atomic_load_n(&engaged_bits, __ATOMIC_RELAXED);
     if (bits) {
         if (bits >> CS_LIM_STAMP_SHIFT)
@@ -1053,10 +1072,11 @@ static uint32_t free_path_weight(void)
         if (bits & CS_LIM_ENGAGED_MASK)
             return let_go = 0, 1;
     }
-    if (++let_go < CS_LIM_FREE_SAMPLE)
+    if (++let_go < next)
         return 0;
     uint32_t w = let_go;
     let_go = 0;
+    next = free_interval(++turn);
     CS_LIM_STAT_ADD(free_launches, w - 1);
     return w;
 }
@@ -1109,8 +1129,10 @@ void cs__limiter_pace(struct cs_lim_ticket *t, CUstream stream, enum cs_lim_path
 /* After the launch of a ticket that joined or opened a group (device
  * mutex held): a failed launch leaves it. It is closed right behind this
  * launch when full, when its launches cannot be told apart (no signature
- * or no estimate yet), or when the GPU has reached its start already:
- * nothing queued, so no later launch could join it without a gap. */
+ * or no estimate yet), when the GPU has reached its start already
+ * (nothing queued, so no later launch could join it without a gap), or
+ * when it is a free-path sample (a weight over one): the launches the free
+ * path lets go next would land inside its span uncounted. */
 static void group_after_launch(struct cs_lim_dev *D, struct cs_lim_stream *st,
                                const struct cs_lim_ticket *t, CUresult launched, int64_t now)
 {
@@ -1132,7 +1154,7 @@ static void group_after_launch(struct cs_lim_dev *D, struct cs_lim_stream *st,
         __atomic_store_n(&s->last_launch_ns[st->cx->dev], (uint64_t)now, __ATOMIC_RELAXED);
     struct cs_capture_guard cg;
     cs__capture_unsafe_begin(&cg);
-    if (g->n >= CS_LIM_GROUP || !g->sig || !t->est || !group_queued(st))
+    if (g->n >= CS_LIM_GROUP || !g->sig || !t->est || t->weight > 1 || !group_queued(st))
         group_close(D, st, now);
     cs__capture_unsafe_end(&cg);
 }

@@ -115,6 +115,7 @@ static struct {
     uint64_t dry[CS_WATCH_WINDOW + 1][CS_MAX_DEVICES];
     uint64_t blocked[CS_WATCH_WINDOW + 1][CS_MAX_DEVICES]; /* process-wide: the same
                                                               for every device */
+    uint64_t idle_gaps[CS_WATCH_WINDOW + 1][CS_MAX_DEVICES];
     int8_t util[CS_WATCH_WINDOW + 1][CS_MAX_DEVICES];
     int ring_n, ring_head;
 } W;
@@ -346,6 +347,7 @@ static void record_totals(int64_t now)
         W.slept[i][d] = __atomic_load_n(&cs__lim_devs[d].sleep_ns, __ATOMIC_RELAXED);
         W.dry[i][d] = __atomic_load_n(&cs__lim_devs[d].dry_ns, __ATOMIC_RELAXED);
         W.blocked[i][d] = cs__lim_blocked_ns();
+        W.idle_gaps[i][d] = __atomic_load_n(&cs__lim_devs[d].idle_gaps, __ATOMIC_RELAXED);
         W.util[i][d] = -1; /* the device loop of the tick fills it in */
     }
     W.ring_head = (W.ring_head + 1) % (CS_WATCH_WINDOW + 1);
@@ -661,7 +663,10 @@ static void update_window(int d, const struct cs_board_view *v, bool engaged, in
  * of it blocked waiting for the GPU: the dry time of launches the free
  * path lets go is estimated from contention-free kernel times, and beside
  * a tenant that time-slices with us our work drains later than that, so
- * a GPU-bound tenant would read dry; its syncs tell the truth. */
+ * a GPU-bound tenant would read dry; its syncs tell the truth. A tenant
+ * that rested within the second (a dry spell of CS_LIM_IDLE_GAP_NS) does
+ * not fill it: its use over the second says little yet of what it gets
+ * (a rival would read it as owed its floor while it only ramps up). */
 static bool filling(int d)
 {
     /* Until half a second is seen, unknown: taken as filling, so a tenant
@@ -672,7 +677,8 @@ static bool filling(int d)
     int64_t unheld = span - (int64_t)ring_delta(W.slept, d, CS_WATCH_WINDOW);
     int64_t dry = (int64_t)ring_delta(W.dry, d, CS_WATCH_WINDOW);
     int64_t blocked = (int64_t)ring_delta(W.blocked, d, CS_WATCH_WINDOW);
-    return span > 0 && unheld > 0 &&
+    bool rested = ring_delta(W.idle_gaps, d, CS_WATCH_WINDOW) != 0;
+    return span > 0 && unheld > 0 && !rested &&
            (dry * 100 < unheld * CS_WATCH_DRY_PCT || blocked * 100 >= unheld * CS_WATCH_BLOCKED_PCT);
 }
 
@@ -746,13 +752,19 @@ static int decide_default(int d, uint32_t ppm, int32_t prio, int util, int forei
                  (double)ring_delta(W.dry, d, CS_WATCH_WINDOW) / 1e6,
                  (double)((int64_t)ring_span(CS_WATCH_WINDOW) * CS_LIM_TICK_NS -
                           (int64_t)ring_delta(W.slept, d, CS_WATCH_WINDOW)) / 1e6);
+    /* A tenant that fills the GPU keeps an engaged decision for
+     * CS_WATCH_HOLD_NS: held, its use drops to its share, and releasing it
+     * at once would flap. One that leaves the GPU idle between launches is
+     * held only tick by tick, while a rival is owed: it gains nothing by
+     * the hold, and each tick held costs it CPU time it runs on. */
     if (out.engaged) {
-        D->contended_until = now + CS_WATCH_HOLD_NS;
+        if (in.filling)
+            D->contended_until = now + CS_WATCH_HOLD_NS;
         w->fair = out;
     } else if (D->contended_until <= now) {
         w->fair = out;
     }
-    int engaged = D->contended_until > now;
+    int engaged = out.engaged || D->contended_until > now;
     __atomic_store_n(&D->ahead_ns, engaged ? w->fair.ahead_ns : 0, __ATOMIC_RELAXED);
     publish_state(d, ppm, engaged ? w->fair.why : CS_FAIR_FREE, w->fair.entitled_pm);
     if (cs__lim_set_engaged(d, engaged) != engaged)

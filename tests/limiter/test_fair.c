@@ -200,7 +200,12 @@ static void only_the_owed_hold(void)
     struct cs_fair_peer hog = {.floor_pm = 7500, .use_pm = 7900, .filling = true};
     o = decide(false, 2500, 3500, 10000, false, 1, &hog);
     CHECK(!o.engaged);
-    /* ... held once the hog gets less than its floor. */
+    /* ... and beside one a little under it (a one-second average's noise,
+     * or a hog ramping up): free. */
+    hog.use_pm = 7000;
+    o = decide(false, 2500, 3500, 10000, false, 1, &hog);
+    CHECK(!o.engaged);
+    /* ... held once the hog clearly gets less than its floor. */
     hog.use_pm = 6500;
     o = decide(false, 2500, 3500, 10000, false, 1, &hog);
     CHECK(o.engaged);
@@ -216,12 +221,18 @@ static void only_the_owed_hold(void)
     o = decide(false, 7500, 8000, 10000, true, 1, &dec);
     CHECK(o.engaged);
     CHECK_EQ(o.share_pm, 7500);
-    /* A launch-bound tenant beside busy time nobody's board entry explains
-     * (an unlimited hog, which has no floor to be owed): free. */
+    /* Busy time nobody's board entry explains is an unlimited tenant's,
+     * presumed to fill the GPU, owed the floor nobody claims (75 %): a
+     * launch-bound tenant beside it is free while it has that ... */
     struct cs_fair_in in = {.floor_pm = 2500, .use_pm = 3000, .device_busy_pm = 10000,
                             .foreign_pm = 7500};
     cs__fair_decide(&in, &o);
     CHECK(!o.engaged);
+    /* ... and held to its floor while it clearly gets less. */
+    in.foreign_pm = 5000;
+    cs__fair_decide(&in, &o);
+    CHECK(o.engaged);
+    CHECK_EQ(o.share_pm, 2500);
 }
 
 static void floor_under_contention(void)
@@ -236,9 +247,9 @@ static void floor_under_contention(void)
     CHECK_EQ(o.share_pm, 6666);
     CHECK(o.turns);
     CHECK_EQ(o.ahead_ns, 0); /* nobody waits: the usual run-ahead */
-    /* A launch-bound tenant over its floor beside a hog under its own:
-     * held to its floor, but never made to take turns. */
-    struct cs_fair_peer hog = {.floor_pm = 7500, .use_pm = 7000, .filling = true};
+    /* A launch-bound tenant over its floor beside a hog clearly under its
+     * own: held to its floor, but never made to take turns. */
+    struct cs_fair_peer hog = {.floor_pm = 7500, .use_pm = 6500, .filling = true};
     o = decide(false, 2500, 3000, 10000, false, 1, &hog);
     CHECK(o.engaged);
     CHECK_EQ(o.share_pm, 2500);
