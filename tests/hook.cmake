@@ -8,6 +8,10 @@ cs_add_test(hook_paths SOURCES hook/test_hook_paths.c LIBS fakecuda_driver
 cs_add_test(hook_dl_escape SOURCES hook/test_dl_escape.c LIBS fakecuda_driver
   ENV ${CS_PRELOAD_ENV} "CUDA_DEVICE_MEMORY_LIMIT=1m"
       "CUDA_DEVICE_MEMORY_SHARED_CACHE=${CMAKE_BINARY_DIR}/tmp/hook_dl_escape.ledger")
+# Every ABI version of an intercepted entry point has its own wrapper.
+cs_add_test(hook_versions SOURCES hook/test_hook_versions.c LABELS sanitize)
+target_include_directories(hook_versions PRIVATE ${CMAKE_SOURCE_DIR}/src
+                           ${CMAKE_SOURCE_DIR}/tests/fakecuda)
 cs_add_test(hook_no_cuda SOURCES hook/test_no_cuda.c
   ENV ${CS_PRELOAD_ENV} "CUDA_DEVICE_MEMORY_SHARED_CACHE=${CMAKE_BINARY_DIR}/tmp/no_cuda.ledger")
 # A plain shell pipeline under the preload prints and exits as without it.

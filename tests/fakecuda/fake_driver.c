@@ -764,12 +764,15 @@ FC_EXPORT CUresult CUDAAPI cuCtxGetDevice(CUdevice *device)
     return r;
 }
 
-FC_EXPORT CUresult CUDAAPI cuCtxSynchronize(void)
+/* Waits for context c's work (c: the current context when NULL); the
+ * fake's lock is held on entry and released. */
+static CUresult ctx_sync_unlock(struct fc_ctx *c)
 {
-    FC_BEGIN(cuCtxSynchronize);
-    fc_lock();
-    struct fc_ctx *c;
-    CUresult r = fc_cur_ctx(&c);
+    CUresult r = CUDA_SUCCESS;
+    if (!c)
+        r = fc_cur_ctx(&c);
+    else if (!fc_obj_get(c, FC_T_CTX) || !c->active)
+        r = CUDA_ERROR_INVALID_CONTEXT;
     if (r == CUDA_SUCCESS)
         r = fc_cap_ctx_sync(c);
     uint64_t until = r == CUDA_SUCCESS ? c->tail_ns : 0;
@@ -783,6 +786,22 @@ FC_EXPORT CUresult CUDAAPI cuCtxSynchronize(void)
         fc_pools_sync_trim(c->o.phys);
     fc_unlock();
     return CUDA_SUCCESS;
+}
+
+FC_EXPORT CUresult CUDAAPI cuCtxSynchronize(void)
+{
+    FC_BEGIN(cuCtxSynchronize);
+    fc_lock();
+    return ctx_sync_unlock(NULL);
+}
+
+/* CUDA 13's version: the context it is given (NULL: the current one),
+ * current or not. */
+FC_EXPORT CUresult CUDAAPI cuCtxSynchronize_v2(CUcontext ctx)
+{
+    FC_BEGIN(cuCtxSynchronize_v2);
+    fc_lock();
+    return ctx_sync_unlock((struct fc_ctx *)ctx);
 }
 
 /* ---- cuGetProcAddress ---------------------------------------------------- */

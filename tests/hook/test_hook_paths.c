@@ -120,6 +120,18 @@ static void check_proc_address(void)
              CUDA_SUCCESS);
     CHECK(p == (void *)&cuMemAllocAsync_ptsz);
 
+    /* Each ABI version of a function gets its own wrapper: CUDA 13's
+     * cuCtxSynchronize takes the context to wait for. */
+    p = NULL;
+    CHECK_EQ(cuGetProcAddress_v2("cuCtxSynchronize", &p, 12080, 0, &st), CUDA_SUCCESS);
+    CHECK(p == (void *)&cuCtxSynchronize);
+    p = NULL;
+    CHECK_EQ(cuGetProcAddress_v2("cuCtxSynchronize", &p, 13000, 0, &st), CUDA_SUCCESS);
+    CHECK(p == (void *)&cuCtxSynchronize_v2);
+    CUcontext cur = NULL;
+    CHECK_EQ(cuCtxGetCurrent(&cur), CUDA_SUCCESS);
+    CHECK_EQ(((CUresult(*)(CUcontext))p)(cur), CUDA_SUCCESS);
+
     /* The resolver itself resolves to our resolver. */
     p = NULL;
     CHECK_EQ(cuGetProcAddress_v2("cuGetProcAddress", &p, 13000, 0, &st), CUDA_SUCCESS);
