@@ -1050,21 +1050,9 @@ static void hold_while_hami_blocks(void)
  * charged by estimate for the ones before it, so the watcher still sees
  * what the tenant uses. Returns the weight of a launch that must take the
  * slow path, 0 for one that may go. */
-/* The launches between a thread's samples: a permutation of 17..47, mean
- * CS_LIM_FREE_SAMPLE, cycling. A fixed period would sample the same kernel
- * of a loop whose length it divides (a model's layers repeat theirs) and
- * charge every launch let go at that kernel's cost. */
-static uint32_t free_interval(uint32_t turn)
-{
-    _Static_assert(CS_LIM_FREE_SAMPLE == 32, "the stride must be coprime to 31");
-    return CS_LIM_FREE_SAMPLE / 2 + 1 + (turn * 19u) % (CS_LIM_FREE_SAMPLE - 1);
-}
-
 static uint32_t free_path_weight(void)
 {
-    /* This thread's launches since its last sample, and how many make the
-     * next one. */
-    static __thread uint32_t let_go, next = CS_LIM_FREE_SAMPLE, turn;
+    static __thread uint32_t let_go; /* this thread's launches since its last sample */
     uint64_t bits = __atomic_load_n(&engaged_bits, __ATOMIC_RELAXED);
     if (bits) {
         if (bits >> CS_LIM_STAMP_SHIFT)
@@ -1072,11 +1060,10 @@ static uint32_t free_path_weight(void)
         if (bits & CS_LIM_ENGAGED_MASK)
             return let_go = 0, 1;
     }
-    if (++let_go < next)
+    if (++let_go < CS_LIM_FREE_SAMPLE)
         return 0;
     uint32_t w = let_go;
     let_go = 0;
-    next = free_interval(++turn);
     CS_LIM_STAT_ADD(free_launches, w - 1);
     return w;
 }

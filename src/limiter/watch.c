@@ -682,6 +682,15 @@ static bool filling(int d)
            (dry * 100 < unheld * CS_WATCH_DRY_PCT || blocked * 100 >= unheld * CS_WATCH_BLOCKED_PCT);
 }
 
+/* Counter a of device d over the last second, in percent of the time we
+ * were not held (log lines). */
+static int of_unheld(int d, const uint64_t a[][CS_MAX_DEVICES])
+{
+    int64_t span = (int64_t)ring_span(CS_WATCH_WINDOW) * CS_LIM_TICK_NS;
+    int64_t unheld = span - (int64_t)ring_delta(W.slept, d, CS_WATCH_WINDOW);
+    return unheld > 0 ? (int)((int64_t)ring_delta(a, d, CS_WATCH_WINDOW) * 100 / unheld) : 0;
+}
+
 /* Our pacing slept at least CS_WATCH_UNPACED_PCT of the last second. */
 static bool held(int d)
 {
@@ -768,11 +777,13 @@ static int decide_default(int d, uint32_t ppm, int32_t prio, int util, int forei
     __atomic_store_n(&D->ahead_ns, engaged ? w->fair.ahead_ns : 0, __ATOMIC_RELAXED);
     publish_state(d, ppm, engaged ? w->fair.why : CS_FAIR_FREE, w->fair.entitled_pm);
     if (cs__lim_set_engaged(d, engaged) != engaged)
-        cs_info(SUBSYS, "device %d: pacing %s (%s; use %.1f %%, entitled %.1f %%, %s the GPU, "
-                "device %d %% busy, %d other busy tenant%s, unexplained %d %%)", d,
+        cs_info(SUBSYS, "device %d: pacing %s (%s; use %.1f %%, entitled %.1f %%, %s the GPU "
+                "(queue dry %d %%, blocked in syncs %d %% of the time not held), device %d %% "
+                "busy, %d other busy tenant%s, unexplained %d %%)", d,
                 engaged ? "engaged" : "released", cs__fair_why_name(w->fair.why), ppm / 1e4,
-                w->fair.entitled_pm / 100.0, in.filling ? "fills" : "does not fill", util,
-                v->npeers, v->npeers == 1 ? "" : "s", unexplained);
+                w->fair.entitled_pm / 100.0, in.filling ? "fills" : "does not fill",
+                of_unheld(d, W.dry), of_unheld(d, W.blocked), util, v->npeers,
+                v->npeers == 1 ? "" : "s", unexplained);
     return engaged;
 }
 

@@ -10,9 +10,7 @@
  * thread. At most N/32 of them (and one more group's markers for the
  * launch that straddles the start) may take the slow path, each with at
  * most two markers; every other launch is counted in `free_launches`, and
- * the two counts add up to N, less the launches after the last sample
- * (the interval between samples varies around 32: limiter.c,
- * free_interval). With the free path disabled every launch
+ * the two counts add up to N. With the free path disabled every launch
  * takes the slow path (measured 1 in 8 while well under its share):
  * N/4 markers, far above N/16.
  */
@@ -39,13 +37,9 @@ int main(void)
     long long free_ = lim_stat(out, "run_free");
     printf("%d launches after release: %lld slow (markers %lld), %lld free\n", N, slow, markers,
            free_);
-    /* A launch let go is counted at its thread's next sample: those after
-     * the last one (less than one interval, at most 3 * SAMPLE / 2 - 1)
-     * are not counted yet. */
-    CHECK_LE(slow + free_, N);
-    CHECK_GE(slow + free_, N - (3 * SAMPLE / 2 - 1));
+    CHECK_EQ(slow + free_, N);
     CHECK_LE(slow, N / SAMPLE + 1);
     CHECK_LE(markers, 2 * (N / SAMPLE + 1));
-    CHECK_GE(free_, N - N / SAMPLE - 1 - (3 * SAMPLE / 2 - 1));
+    CHECK_GE(free_, N - N / SAMPLE - 1);
     return 0;
 }
