@@ -67,6 +67,7 @@
 #define CS_WATCH_CAP_REREAD_NS 10000000000ll /* power cap re-read every 10 s */
 #define CS_WATCH_DRY_PCT 10              /* queue dry under 10 % of unheld time: filling */
 #define CS_WATCH_BLOCKED_PCT 50          /* or blocked in syncs half of it: filling */
+#define CS_WATCH_FILL_RECENT 2           /* ... and ran something in the last 2 ticks */
 
 
 static pthread_mutex_t watch_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -666,7 +667,10 @@ static void update_window(int d, const struct cs_board_view *v, bool engaged, in
  * a GPU-bound tenant would read dry; its syncs tell the truth. A tenant
  * that rested within the second (a dry spell of CS_LIM_IDLE_GAP_NS) does
  * not fill it: its use over the second says little yet of what it gets
- * (a rival would read it as owed its floor while it only ramps up). */
+ * (a rival would read it as owed its floor while it only ramps up), and
+ * one that ran nothing over the last CS_WATCH_FILL_RECENT ticks has
+ * stopped (no launch notes a dry queue then: a rival would read it as
+ * filling the GPU and owed while its use decays). */
 static bool filling(int d)
 {
     /* Until half a second is seen, unknown: taken as filling, so a tenant
@@ -677,7 +681,8 @@ static bool filling(int d)
     int64_t unheld = span - (int64_t)ring_delta(W.slept, d, CS_WATCH_WINDOW);
     int64_t dry = (int64_t)ring_delta(W.dry, d, CS_WATCH_WINDOW);
     int64_t blocked = (int64_t)ring_delta(W.blocked, d, CS_WATCH_WINDOW);
-    bool rested = ring_delta(W.idle_gaps, d, CS_WATCH_WINDOW) != 0;
+    bool rested = ring_delta(W.idle_gaps, d, CS_WATCH_WINDOW) != 0 ||
+                  ring_delta(W.own, d, CS_WATCH_FILL_RECENT) == 0;
     return span > 0 && unheld > 0 && !rested &&
            (dry * 100 < unheld * CS_WATCH_DRY_PCT || blocked * 100 >= unheld * CS_WATCH_BLOCKED_PCT);
 }
