@@ -49,6 +49,13 @@ bool cs__fair_wants_more(uint32_t use_pm, uint32_t share_pm)
     return (uint64_t)use_pm * 100 >= (uint64_t)share_pm * CS_FAIR_AT_FLOOR_PCT;
 }
 
+/* Whether `use_pm` is clearly under `floor_pm` (under CS_FAIR_OWED_PCT
+ * of it), not within the noise of a one-second average. */
+static bool clearly_under(uint32_t use_pm, uint32_t floor_pm)
+{
+    return (uint64_t)use_pm * 100 < (uint64_t)floor_pm * CS_FAIR_OWED_PCT;
+}
+
 /* A peer's demand as the split sees it: what it uses, or anything when it
  * fills the GPU or uses all of its floor (it may want more than it gets).
  * Under time-slicing a filling tenant's use is its slice of the device,
@@ -100,8 +107,7 @@ static uint32_t entitlement(const struct cs_fair_in *in, bool *rivals, bool *hig
             *waiting |= !p->filling && below;
             /* Owed clearly, not within the noise of a one-second
              * average: holding a launch-bound tenant costs it CPU time. */
-            *owed |= p->filling && p->floor_pm &&
-                     (uint64_t)p->use_pm * 100 < (uint64_t)p->floor_pm * CS_FAIR_OWED_PCT;
+            *owed |= p->filling && clearly_under(p->use_pm, p->floor_pm);
         }
     }
     /* Busy time nobody's board entry explains is an unlimited tenant's
@@ -116,7 +122,7 @@ static uint32_t entitlement(const struct cs_fair_in *in, bool *rivals, bool *hig
         /* An unlimited tenant we cannot see is presumed to fill the GPU:
          * owed the floor nobody claims when it clearly gets less. */
         *owed |= in->foreign_pm >= CS_FAIR_FOREIGN_GREEDY_PM &&
-                 (uint64_t)in->foreign_pm * 100 < (uint64_t)w[n - 1] * CS_FAIR_OWED_PCT;
+                 clearly_under(in->foreign_pm, w[n - 1]);
     }
     memset(got, 0, sizeof got);
     cs__fair_split((uint32_t)capacity, n, w, d, got);

@@ -1000,11 +1000,11 @@ static void issue_ticket(struct cs_lim_ticket *t, struct cs_lim_dev *D, struct c
          * group's last launch (a weight over one): on the GPU they sit
          * inside the group's span, which would charge their time to the
          * group's launches. */
-        bool queued = group_queued(st), bypassed = t->weight > 1;
-        if (queued && !bypassed && t->est && t->sig && g->sig == t->sig &&
-            g->occ_ppm == t->occ_ppm && g->n < CS_LIM_GROUP && groups_allowed(D, now))
+        bool closable = t->weight <= 1 && group_queued(st);
+        if (closable && t->est && t->sig && g->sig == t->sig && g->occ_ppm == t->occ_ppm &&
+            g->n < CS_LIM_GROUP && groups_allowed(D, now))
             goto join;
-        if (queued && !bypassed)
+        if (closable)
             group_close(D, st, now);
         else
             group_drop(D, st, now);

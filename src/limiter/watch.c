@@ -671,6 +671,13 @@ static void update_window(int d, const struct cs_board_view *v, bool engaged, in
  * one that ran nothing over the last CS_WATCH_FILL_RECENT ticks has
  * stopped (no launch notes a dry queue then: a rival would read it as
  * filling the GPU and owed while its use decays). */
+/* The time of the last second we were not asleep in pacing (ns). */
+static int64_t unheld_ns(int d)
+{
+    return (int64_t)ring_span(CS_WATCH_WINDOW) * CS_LIM_TICK_NS -
+           (int64_t)ring_delta(W.slept, d, CS_WATCH_WINDOW);
+}
+
 static bool filling(int d)
 {
     /* Until half a second is seen, unknown: taken as filling, so a tenant
@@ -678,7 +685,7 @@ static bool filling(int d)
     if (ring_span(CS_WATCH_WINDOW) < CS_WATCH_WINDOW / 2)
         return true;
     int64_t span = (int64_t)ring_span(CS_WATCH_WINDOW) * CS_LIM_TICK_NS;
-    int64_t unheld = span - (int64_t)ring_delta(W.slept, d, CS_WATCH_WINDOW);
+    int64_t unheld = unheld_ns(d);
     int64_t dry = (int64_t)ring_delta(W.dry, d, CS_WATCH_WINDOW);
     int64_t blocked = (int64_t)ring_delta(W.blocked, d, CS_WATCH_WINDOW);
     bool rested = ring_delta(W.idle_gaps, d, CS_WATCH_WINDOW) != 0 ||
@@ -691,8 +698,7 @@ static bool filling(int d)
  * were not held (log lines). */
 static int of_unheld(int d, const uint64_t a[][CS_MAX_DEVICES])
 {
-    int64_t span = (int64_t)ring_span(CS_WATCH_WINDOW) * CS_LIM_TICK_NS;
-    int64_t unheld = span - (int64_t)ring_delta(W.slept, d, CS_WATCH_WINDOW);
+    int64_t unheld = unheld_ns(d);
     return unheld > 0 ? (int)((int64_t)ring_delta(a, d, CS_WATCH_WINDOW) * 100 / unheld) : 0;
 }
 
@@ -708,7 +714,7 @@ static bool held(int d)
 static uint32_t demand_pm(int d, uint32_t use_ppm)
 {
     int64_t span = (int64_t)ring_span(CS_WATCH_WINDOW) * CS_LIM_TICK_NS;
-    int64_t unheld = span - (int64_t)ring_delta(W.slept, d, CS_WATCH_WINDOW);
+    int64_t unheld = unheld_ns(d);
     if (span <= 0)
         return use_ppm / 100;
     if (unheld < span / 100)
@@ -764,8 +770,7 @@ static int decide_default(int d, uint32_t ppm, int32_t prio, int util, int forei
                  "not held)", d, out.turns ? "takes" : "takes no", cs__fair_why_name(out.why),
                  in.filling ? "fills" : "does not fill",
                  (double)ring_delta(W.dry, d, CS_WATCH_WINDOW) / 1e6,
-                 (double)((int64_t)ring_span(CS_WATCH_WINDOW) * CS_LIM_TICK_NS -
-                          (int64_t)ring_delta(W.slept, d, CS_WATCH_WINDOW)) / 1e6);
+                 (double)unheld_ns(d) / 1e6);
     /* A tenant that fills the GPU keeps an engaged decision for
      * CS_WATCH_HOLD_NS: held, its use drops to its share, and releasing it
      * at once would flap. One that leaves the GPU idle between launches is
