@@ -106,8 +106,12 @@ static uint32_t entitlement(const struct cs_fair_in *in, bool *rivals, bool *hig
              * our queue whenever it has work. */
             *waiting |= !p->filling && below;
             /* Owed clearly, not within the noise of a one-second
-             * average: holding a launch-bound tenant costs it CPU time. */
-            *owed |= p->filling && clearly_under(p->use_pm, p->floor_pm);
+             * average: holding a launch-bound tenant costs it CPU time.
+             * A rival its own pacing holds is not owed: its decision
+             * found it at or over what it is entitled to, and what it
+             * lacks is what its pacing keeps back (holding us as well
+             * would only slow us, which slows it more). */
+            *owed |= p->filling && !p->held && clearly_under(p->use_pm, p->floor_pm);
         }
     }
     /* Busy time nobody's board entry explains is an unlimited tenant's

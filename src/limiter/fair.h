@@ -15,9 +15,10 @@
  * Only someone owed something makes anyone wait: a rival that would use
  * more than it gets, or gets less than its floor. A tenant that leaves
  * the GPU idle between its launches (a decode loop, bounded by its CPU)
- * is held only while a rival that fills the GPU gets less than its floor;
- * beside other such tenants, or beside a hog that has its floor, it runs
- * as it would with no limiter.
+ * is held only while a rival that fills the GPU, unheld by its own
+ * pacing, gets less than its floor; beside other such tenants, or beside
+ * a hog that has its floor or is held by its own pacing, it runs as it
+ * would with no limiter.
  *
  * Policy `force` keeps the hard cap: held to the limit at all times.
  *

@@ -211,6 +211,14 @@ static void only_the_owed_hold(void)
     CHECK(o.engaged);
     CHECK_EQ(o.share_pm, 2500);
     CHECK(!o.turns);
+    /* ... but not while its own pacing holds it (kept to a short queue
+     * beside us, or to its entitlement): what it lacks is what its
+     * pacing keeps back, and holding us too would only feed that. */
+    hog.held = true;
+    o = decide(false, 2500, 3500, 10000, false, 1, &hog);
+    CHECK(!o.engaged);
+    CHECK_EQ(o.why, CS_FAIR_FREE);
+    hog.held = false;
     /* The hog beside a decode loop at or above its floor, unheld: nobody
      * is owed anything, the hog is not held (it takes the gaps). */
     struct cs_fair_peer dec = {.floor_pm = 2500, .use_pm = 3000};
