@@ -85,6 +85,9 @@ def parse(argv=None):
     p.add_argument("--slack", type=float, default=0.03)
     p.add_argument("--budget", type=float, default=0,
                    help="seconds from the start: begin no repetition that would end later (0: none)")
+    p.add_argument("--pin", action="store_true",
+                   help="give each tenant of a mix physical cores of its own (tenant i of every "
+                        "configuration the same ones; a workload alone those of tenant 0)")
     p.add_argument("--out", default=".")
     a = p.parse_args(argv)
     a.cmds = {}
@@ -130,6 +133,31 @@ def sweep_mix(a, hog):
     return "decode+hog" if hog == "hog" and "decode+hog" in a.mix else f"priority sweep {hog}"
 
 
+def physical_cores():
+    """The CPUs we may run on, grouped by physical core (a core's hyper-
+    threads together), in CPU order."""
+    cores = {}
+    for cpu in sorted(os.sched_getaffinity(0)):
+        try:
+            with open(f"/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list") as f:
+                sib = f.read().strip()
+        except OSError:
+            sib = str(cpu)
+        cores.setdefault(sib, set()).add(cpu)
+    return sorted(cores.values(), key=min)
+
+
+def core_slots(n, cores):
+    """n disjoint CPU sets of whole cores from `cores` (physical_cores),
+    leaving the first core to the harness, as many cores a set as there
+    are for all n; [] when there are fewer than n + 1 cores."""
+    cores = cores[1:]
+    per = len(cores) // n if n > 0 else 0
+    if per < 1:
+        return []
+    return [set().union(*cores[i * per:(i + 1) * per]) for i in range(n)]
+
+
 class TenantFailed(Exception):
     """A tenant died, said ERROR or did not answer in time: no verdict."""
 
@@ -139,7 +167,7 @@ class Tenant:
     chatty library never fills the pipe), logged, and its READY / RESULT /
     ERROR lines queued for the caller."""
 
-    def __init__(self, a, label, workload, limit, config, log, log_lock):
+    def __init__(self, a, label, workload, limit, config, log, log_lock, cpus=None):
         cmd = shlex.split(a.cmds[workload]) + ["--serve"]
         # Who it is, for its own log lines (and the stub workloads of the test).
         env = dict(os.environ, FAIR_TENANT=label, FAIR_CONFIG=config)
@@ -150,8 +178,10 @@ class Tenant:
                 pre += ["--priority", "0" if workload == "decode" else "1"]
             cmd = pre + ["--"] + cmd
         self.label, self.lines = label, queue.Queue()
+        pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, text=True, bufsize=1, env=env)
+                                     stderr=subprocess.STDOUT, text=True, bufsize=1, env=env,
+                                     preexec_fn=pin)
         self.log, self.log_lock = log, log_lock
         threading.Thread(target=self._read, daemon=True).start()
 
@@ -231,11 +261,20 @@ def main(argv=None):
     kinds = sorted({w for m in mixes.values() for w, _ in m[0]})
     say(f"fair-share benchmark: {a.reps} repetitions, {a.secs} s measured after {a.warmup} s, "
         f"{a.settle} s rest between windows, configurations alternated; medians (min..max)")
+    slots = core_slots(max(len(t) for t, _, _ in mixes.values()), physical_cores()) if a.pin else []
+    if a.pin:
+        say("tenants pinned: " + ("; ".join(f"tenant {i} on CPUs "
+                                             f"{','.join(map(str, sorted(c)))}"
+                                             for i, c in enumerate(slots))
+                                  if slots else "no (fewer cores than tenants of a mix)"))
+
     def spawn(key):
         m, c = key
         if m == "alone":
-            return [Tenant(a, f"alone {c}", c, 100, "alone", log, log_lock)]
-        return [Tenant(a, f"{m} {c} {i}:{w}@{lim}", w, lim, c, log, log_lock)
+            return [Tenant(a, f"alone {c}", c, 100, "alone", log, log_lock,
+                           slots[0] if slots else None)]
+        return [Tenant(a, f"{m} {c} {i}:{w}@{lim}", w, lim, c, log, log_lock,
+                       slots[i] if slots else None)
                 for i, (w, lim) in enumerate(mixes[m][0])]
 
     def ready(groups):

@@ -3,12 +3,16 @@ over the rates it collected, so tests/bench/fair_report_test.py checks the
 arithmetic and the verdicts without a GPU.
 
 Data, per repetition r (every configuration of a repetition ran in the
-same pass, so a tenant is compared with its alone speed and with plain
-time-slicing of the same repetition):
+same pass, so a tenant is compared with plain time-slicing of the same
+repetition):
   alone[w][r]      {"rate", "p99_ms", ...} of workload w running alone
   got[c][r][i]     the same for tenant i of the mix in configuration c
-Targets are judged on the worst repetition (docs/limiter.md, "Floors,
-work conservation and priority").
+A tenant's speed and latency are taken against its workload's alone
+figures as the median over the repetitions: a lone decode loop's speed
+moves by a quarter between windows of one run, and one lone window beside
+each repetition would carry that into every fraction. Targets are judged
+on the worst repetition (docs/limiter.md, "Floors, work conservation and
+priority").
 """
 import math
 import statistics
@@ -40,17 +44,25 @@ def fmt(v, scale=100.0, digits=1):
     return f"{m * scale:.{digits}f} ({lo * scale:.{digits}f}..{hi * scale:.{digits}f})"
 
 
+def alone_ref(alone, w, reps, key="rate"):
+    """Workload w's alone `key` as the median over the repetitions (NaN
+    when a repetition lacks it)."""
+    v = [alone[w][r].get(key, math.nan) for r in range(reps)]
+    return math.nan if any(math.isnan(x) for x in v) else statistics.median(v)
+
+
 def fractions(tenants, alone, got_c, reps):
-    """Per repetition, each tenant's rate over its alone rate in that
-    repetition."""
-    return [[got_c[r][i]["rate"] / alone[w][r]["rate"] for i, (w, _) in enumerate(tenants)]
-            for r in range(reps)]
+    """Per repetition, each tenant's rate over its alone rate (the median
+    over the repetitions)."""
+    ref = [alone_ref(alone, w, reps) for w, _ in tenants]
+    return [[got_c[r][i]["rate"] / ref[i] for i in range(len(tenants))] for r in range(reps)]
 
 
 def ratio(tenants, alone, got_c, reps, i, key):
-    """Per repetition, tenant i's `key` (a latency) over its alone value."""
-    w = tenants[i][0]
-    return [got_c[r][i].get(key, math.nan) / alone[w][r].get(key, math.nan) for r in range(reps)]
+    """Per repetition, tenant i's `key` (a latency) over its alone value
+    (the median over the repetitions)."""
+    ref = alone_ref(alone, tenants[i][0], reps, key)
+    return [got_c[r][i].get(key, math.nan) / ref for r in range(reps)]
 
 
 def floor_of(tenants, i):

@@ -83,14 +83,36 @@ def test_worst_of_three():
 
 
 def test_same_repetition():
-    # Each rep is judged against its own alone and sliced: a slow rep whose
-    # alone was slow too is not a loss.
+    # Each rep is judged against its own sliced: a slow rep whose sliced
+    # window was slow too is not a loss.
     alone = {"decode": [res(100), res(60), res(100)], "hog": [res(50)] * 3}
     got = {"sliced": [[res(80), res(45)], [res(48), res(45)], [res(80), res(45)]],
            "default": [[res(80), res(45)], [res(48), res(45)], [res(80), res(45)]]}
     _, v = fair_report.judge_mix("decode+hog", DECODE_HOG, False, ["sliced", "default"],
                                  alone, got, 3)
     check(all(ok for _, ok, _ in v), f"rates of a slow repetition against its own alone: {v}")
+
+
+def test_median_alone():
+    # Speeds and latencies are taken against the median alone window, not
+    # the one beside each repetition: a lone window that happened to be
+    # fast (120) or slow (80) moves no repetition's fraction.
+    alone = {"decode": [res(80, 12), res(100, 10), res(120, 8)], "hog": [res(50)] * 3}
+    got = {"sliced": [[res(80, 12), res(45)]] * 3,
+           "default": [[res(80, 12), res(45)]] * 3,
+           "priority": [[res(96, 12), res(40)]] * 3}
+    lines, v = fair_report.judge_mix("decode+hog", DECODE_HOG, False,
+                                     ["sliced", "default", "priority"], alone, got, 3)
+    check(verdict(v, "prio-speed") == [True],
+          f"priority: 96 against the median alone 100 keeps 96 %: {v}")
+    check(verdict(v, "prio-p99") == [True],
+          f"priority: p99 12 against the median alone 10 is 1.20 x: {v}")
+    check(any("priority" in x and "96.0 (96.0..96.0)" in x for x in lines),
+          f"priority row: every repetition at 96 % of the median alone: {lines}")
+    alone["decode"][1] = res(100, math.nan)
+    _, v = fair_report.judge_mix("decode+hog", DECODE_HOG, False,
+                                 ["sliced", "default", "priority"], alone, got, 3)
+    check(verdict(v, "prio-p99") == [False], "a lone window without a p99: no latency verdict met")
 
 
 def test_saturating():
@@ -129,6 +151,21 @@ def test_sweep_and_summary():
           and s[2].strip() == "b: bad", f"summary: MISS with the missed verdict: {s}")
     check(s[0].startswith("n/a  every repetition"), "summary: a target judged nowhere is n/a")
     check(any(x.startswith("PASS force:") for x in s), "summary: PASS where all were met")
+
+
+def test_core_slots():
+    sys.path.insert(0, BENCH)
+    import fair
+    ht = [{0, 8}, {1, 9}, {2, 10}, {3, 11}, {4, 12}, {5, 13}, {6, 14}, {7, 15}]
+    check(fair.core_slots(2, ht) == [{1, 9, 2, 10, 3, 11}, {4, 12, 5, 13, 6, 14}],
+          "core slots: whole cores, the first left to the harness, as many each as fit")
+    check(fair.core_slots(4, ht) == [{1, 9}, {2, 10}, {3, 11}, {4, 12}],
+          "core slots: one core each for four tenants on eight cores")
+    check(fair.core_slots(2, [{0}, {1}]) == [] and fair.core_slots(0, ht) == [],
+          "core slots: none when the tenants outnumber the cores left")
+    slots = fair.core_slots(3, fair.physical_cores())
+    check(all(not (x & y) for i, x in enumerate(slots) for y in slots[i + 1:]),
+          "core slots of this machine are disjoint")
 
 
 # ---- fair.py end to end, stub tenants --------------------------------
@@ -192,8 +229,10 @@ def run_fair(table, mixes, extra=()):
 
 
 def table_decode_hog(prio_rates):
-    """Repetition 2 is slow for every decode tenant, alone too: judged
-    against its own repetition's alone speed it loses nothing."""
+    """Repetition 2's lone decode window is slow (60): against the median
+    lone window (100) the decode tenants of every repetition are judged
+    alike; repetition 2 is slow for the sliced and default tenants too, and
+    each is judged against the other in it."""
     alone = {"alone decode": [[100, 10], [60, 10], [100, 10]], "alone hog": [[50, 5]]}
     mix = "decode+hog"
     t = dict(alone)
@@ -212,10 +251,10 @@ def table_decode_hog(prio_rates):
 
 
 def test_fair_end_to_end():
-    rc, out, csv = run_fair(table_decode_hog([97, 58.8, 96]), ["decode+hog"],
+    rc, out, csv = run_fair(table_decode_hog([97, 98, 96]), ["decode+hog"],
                             ["--workload", f"hog2={sys.executable} {os.path.abspath(__file__)} "
                              "--stub", "--sweep", "hog2", "--sweep", "hog"])
-    check(rc == 0, f"fair.py, every target met, each repetition against its own alone: "
+    check(rc == 0, f"fair.py, every target met, against the median lone window: "
           f"exit {rc}\n{out}")
     check("PASS priority: the decode tenant keeps >= 95 % of its alone speed (1 of 1 met)" in out,
           "fair.py: the priority verdict in the summary")
@@ -227,7 +266,7 @@ def test_fair_end_to_end():
     check("priority sweep hog2" in out and "MISS" not in out,
           "fair.py: a sweep point is shown, never judged")
 
-    rc, out, _ = run_fair(table_decode_hog([97, 54, 96]), ["decode+hog"])
+    rc, out, _ = run_fair(table_decode_hog([97, 90, 96]), ["decode+hog"])
     check(rc == 1, f"fair.py, one repetition's decode at 90 % of its alone: exit {rc}")
     check("MISS priority: the decode tenant keeps >= 95 % of its alone speed (0 of 1 met)" in out
           and "worst 90.0 %" in out, "fair.py: the worst repetition decides")
@@ -236,9 +275,15 @@ def test_fair_end_to_end():
 def test_fair_fresh():
     # --fresh starts each window's tenants for it: the stubs then answer
     # their first row, so every repetition reads repetition 1's rates.
-    rc, out, csv = run_fair(table_decode_hog([97, 54, 96]), ["decode+hog"], ["--fresh"])
+    rc, out, csv = run_fair(table_decode_hog([97, 90, 96]), ["decode+hog"], ["--fresh"])
     check(rc == 0 and csv.count("\n") == 1 + 3 * 3 * 2,
           f"fair.py --fresh: every window with tenants of its own: exit {rc}\n{out}")
+
+
+def test_fair_pinned():
+    # --pin says where each tenant runs (or why nowhere) and changes no verdict.
+    rc, out, _ = run_fair(table_decode_hog([97, 98, 96]), ["decode+hog"], ["--pin"])
+    check(rc == 0 and "tenants pinned: " in out, f"fair.py --pin: exit {rc}\n{out}")
 
 
 def test_fair_tenant_failure():

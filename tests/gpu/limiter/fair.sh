@@ -36,7 +36,11 @@
 # ("a,b": mix names above), SWEEP ("hog2048,hog4096,hog,hog16384"; "" for
 # none), FAIR_FORCE=0 (leave out the force runs), NODE_TRACE=1 (node.jsonl:
 # the node view every 0.5 s), FRESH=1 (start each window's tenants for it
-# instead of warm ones: slow, to check that idle tenants change nothing).
+# instead of warm ones: slow, to check that idle tenants change nothing),
+# PIN=0 (leave the tenants unpinned; on the GPU each tenant of a mix gets
+# physical cores of its own by default, tenant i of every configuration
+# the same ones, so a decode loop's speed does not depend on which cores
+# the scheduler gave it or on a neighbour's hyper-thread).
 # Everything lands in $OUT: summary.txt (PASS/FAIL, the verdict per target
 # as the acceptance words it, the tables), fair-bench.txt (tables and
 # verdicts), fair-bench.csv (every window), fair-bench.log (every tenant's
@@ -92,6 +96,7 @@ if [ -n "${FAKE:-}" ]; then
     W+=(--workload "matmul=$LW elementwise --n 4194304 --batch 16")
     W+=(--workload "graph=$LW decode --batch 8 --gap-us 400")
     INIT_N=8
+    PIN=${PIN:-0}
     echo "fake driver (tests/fakecuda): stand-in workloads" > "$OUT/nvidia-smi.txt"
 else
     { nvidia-smi; nvidia-smi -q -d COMPUTE,CLOCK; } > "$OUT/nvidia-smi.txt" 2>&1 || true
@@ -120,7 +125,8 @@ rc=0
 if [ ${#A[@]} -gt 0 ]; then
     python3 "$ROOT/bench/limiter/fair.py" --cushare "$BUILD/cushare" "${W[@]}" "${A[@]}" \
         --reps "$REPS" --secs "$SECS" --warmup "$WARMUP" --settle "$SETTLE" \
-        --budget "$BUDGET" --out "$OUT" ${FRESH:+--fresh} 2> >(tee "$OUT/progress.txt" >&2)
+        --budget "$BUDGET" --out "$OUT" ${FRESH:+--fresh} $([ "${PIN:-1}" = 1 ] && echo --pin) \
+        2> >(tee "$OUT/progress.txt" >&2)
     rc=$?
 fi
 [ -n "${TRACE:-}" ] && kill "$TRACE" 2>/dev/null
