@@ -859,10 +859,16 @@ static void plot(const char *gp, const char *png)
         printf("gnuplot not found or failed: plot script left in %s\n", gp);
 }
 
-/* --out/`name` opened for writing into path, or NULL after a message. */
+/* --out/`name` opened for writing into path, or NULL after a message
+ * (also when the path does not fit: a cut path is another file). */
 static FILE *out_file(const char *name, char *path, size_t len)
 {
-    snprintf(path, len, "%s/%s", lbench.out, name);
+    int n = snprintf(path, len, "%s/%s", lbench.out, name);
+    if (n < 0 || (size_t)n >= len) {
+        fprintf(stderr, "cushare: bench limiter: --out %s: path too long for %s\n",
+                lbench.out, name);
+        return NULL;
+    }
     FILE *f = fopen(path, "w");
     if (!f)
         fprintf(stderr, "cushare: bench limiter: cannot write %s: %s\n", path, strerror(errno));
