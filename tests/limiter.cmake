@@ -47,7 +47,7 @@ foreach(case launchbound floor saturating)
   cs_limiter_test(limiter_conserve_${case} test_conserve.c ARGS ${case})
 endforeach()
 # On a fake GPU that time-slices between contexts (FAKECUDA_TIMESLICE_US).
-foreach(case launchbound)
+foreach(case launchbound equal)
   cs_limiter_test(limiter_slice_${case} test_conserve.c ARGS slice_${case})
 endforeach()
 cs_limiter_test(limiter_tenant test_tenant.c)

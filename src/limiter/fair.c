@@ -75,8 +75,30 @@ static uint32_t clamp_share(uint32_t pm)
  * us, the busy tenants of our priority and (when there is any) the busy
  * time nobody's board entry explains, which is weighted with whatever
  * floor nobody claims. Lower-priority tenants yield to us: not counted. */
+/* Whether the split differs from what plain time-slicing gives: some
+ * tenant that may use anything (d[i] unbounded) is entitled to clearly
+ * more (CS_FAIR_UNEVEN_PCT) than an equal part of what the bounded ones
+ * leave, which is what the GPU's time-slicing gives each of them. Where
+ * it does not, holding anyone only costs the pacing's own overhead. */
+static bool uneven(uint32_t capacity, int n, const uint32_t *d, const uint32_t *got)
+{
+    uint64_t left = capacity;
+    int unbounded = 0;
+    for (int i = 0; i < n; i++) {
+        if (d[i] == UINT32_MAX)
+            unbounded++;
+        else
+            left -= d[i] < left ? d[i] : left;
+    }
+    for (int i = 0; i < n && unbounded; i++)
+        if (d[i] == UINT32_MAX &&
+            (uint64_t)got[i] * 100 * unbounded > left * (100 + CS_FAIR_UNEVEN_PCT))
+            return true;
+    return false;
+}
+
 static uint32_t entitlement(const struct cs_fair_in *in, bool *rivals, bool *higher,
-                            bool *waiting, bool *owed)
+                            bool *waiting, bool *owed, bool *unequal)
 {
     uint32_t w[CS_FAIR_MAX_PEERS + 2], d[CS_FAIR_MAX_PEERS + 2], got[CS_FAIR_MAX_PEERS + 2];
     int n = 0, np = in->npeers < CS_FAIR_MAX_PEERS ? in->npeers : CS_FAIR_MAX_PEERS;
@@ -103,8 +125,10 @@ static uint32_t entitlement(const struct cs_fair_in *in, bool *rivals, bool *hig
              * would give it nothing it could use. */
             *rivals |= p->filling || p->held || below;
             /* Held or not: one held to its floor still waits behind
-             * our queue whenever it has work. */
-            *waiting |= !p->filling && below;
+             * our queue whenever it has work. Clearly under its floor,
+             * as for owed: a launch-bound tenant near its floor reads
+             * over and under it from one second to the next. */
+            *waiting |= !p->filling && p->floor_pm && clearly_under(p->use_pm, p->floor_pm);
             /* Owed clearly, not within the noise of a one-second
              * average: holding a launch-bound tenant costs it CPU time.
              * A rival its own pacing holds is not owed: its decision
@@ -130,6 +154,7 @@ static uint32_t entitlement(const struct cs_fair_in *in, bool *rivals, bool *hig
     }
     memset(got, 0, sizeof got);
     cs__fair_split((uint32_t)capacity, n, w, d, got);
+    *unequal = uneven((uint32_t)capacity, n, d, got);
     return got[0];
 }
 
@@ -143,8 +168,8 @@ void cs__fair_decide(const struct cs_fair_in *in, struct cs_fair_out *out)
                                     .turns = true};
         return;
     }
-    bool rivals, higher, waiting, owed;
-    uint32_t ent = entitlement(in, &rivals, &higher, &waiting, &owed);
+    bool rivals, higher, waiting, owed, unequal;
+    uint32_t ent = entitlement(in, &rivals, &higher, &waiting, &owed, &unequal);
     out->entitled_pm = ent;
     out->share_pm = clamp_share(ent);
     /* Beside a busy higher-priority tenant: held to what it leaves, with a
@@ -169,7 +194,10 @@ void cs__fair_decide(const struct cs_fair_in *in, struct cs_fair_out *out)
      * floor. */
     if (!in->filling && !owed)
         return;
-    bool over = in->held || cs__fair_wants_more(in->use_pm, ent);
+    /* Over our entitlement, where it is not what time-slicing gives us
+     * anyway (equal floors of tenants that fill the GPU split it as the
+     * GPU does without us). */
+    bool over = unequal && (in->held || cs__fair_wants_more(in->use_pm, ent));
     /* A rival under its floor that leaves the GPU idle between its
      * launches (it does not fill it; its pacing does not hold it) has
      * work waiting behind ours: above our floor, when we fill the GPU, we

@@ -48,6 +48,8 @@
 #define CS_FAIR_AT_FLOOR_PCT 97        /* using 97 % of a share counts as using it all */
 #define CS_FAIR_OWED_PCT 90            /* a filling rival under 90 % of its floor is owed
                                           what a launch-bound tenant takes */
+#define CS_FAIR_UNEVEN_PCT 3          /* an entitlement 3 % over an equal part differs
+                                          from what time-slicing gives */
 #define CS_FAIR_MAX_PEERS 64
 #define CS_FAIR_PRIORITY_AHEAD_NS 1000000ll /* queue bound beside a higher priority */
 

@@ -34,6 +34,12 @@
  *
  *   slice_launchbound  launchbound on that GPU: never held, no turns for
  *                tenants that do not fill the GPU.
+ *   slice_equal  two GPU-bound tenants at 50 and 50 on that GPU: time-
+ *                slicing already splits it by their floors, so neither is
+ *                held (pacing sleeps under a quarter of the run: the first
+ *                second, before a tenant sees the other on the board, it
+ *                may hold for an unknown one; about half of the run while
+ *                equal floors took turns), and the split stays even.
  *
  * Shares are the fake's busy time per pid over 200 ms windows; the time a
  * worker waited for a CPU is forgiven below (lim_starved).
@@ -170,6 +176,31 @@ static void saturating(void)
     CHECK_GE(together + st[0][0] + st[0][1], 93);
 }
 
+/* The time tenant `name` slept in pacing (its own law and its windows),
+ * in percent of its run. */
+static double paced_pct(const char *name)
+{
+    const char *out = lim_path(lim_kv("%s.out", name));
+    long long elapsed = lim_stat(out, "elapsed_ns");
+    long long slept = lim_stat(out, "sleep_ns") + lim_stat(out, "law_window_sleep_ns");
+    printf("%s: slept %.1f %% of %.1f s in pacing\n", name,
+           elapsed > 0 ? 100.0 * (double)slept / (double)elapsed : -1.0, (double)elapsed / 1e9);
+    return elapsed > 0 ? 100.0 * (double)slept / (double)elapsed : 100.0;
+}
+
+static void equal_floors(void)
+{
+    double sh[1][2], st[1][2];
+    pair("eq.state", (const char *[]){"e1", "e2"}, (const char *[]){"50", "50"},
+         gpu_bound("e1", 8), gpu_bound("e2", 8),
+         (const char *[]){"GPU-bound (50)", "GPU-bound (50)"}, sh, st);
+    double together = sh[0][0] + sh[0][1];
+    CHECK(together > 0);
+    CHECK_NEAR(100 * sh[0][0] / together, 50, 5);
+    CHECK(paced_pct("e1") < 25);
+    CHECK(paced_pct("e2") < 25);
+}
+
 int main(int argc, char **argv)
 {
     const char *c = argc > 1 ? argv[1] : "launchbound";
@@ -182,6 +213,8 @@ int main(int argc, char **argv)
         floor_kept();
     else if (!strcmp(c, "saturating"))
         saturating();
+    else if (!strcmp(c, "slice_equal"))
+        equal_floors();
     else
         return 2;
     printf("ok\n");

@@ -243,6 +243,45 @@ static void only_the_owed_hold(void)
     CHECK_EQ(o.share_pm, 2500);
 }
 
+/* Equal floors of tenants that fill the GPU split it as time-slicing does:
+ * nobody is held, since holding would cost the pacing's overhead and give
+ * nobody anything. Unequal ones are held as before. */
+static void equal_floors_run_free(void)
+{
+    struct cs_fair_peer g[3];
+    for (int i = 0; i < 3; i++)
+        g[i] = (struct cs_fair_peer){.floor_pm = 2500, .use_pm = 2500, .filling = true};
+    struct cs_fair_out o = decide(false, 2500, 2500, 10000, true, 3, g);
+    CHECK(!o.engaged);
+    CHECK_EQ(o.entitled_pm, 2500);
+    /* ... also when its own pacing held it the second before. */
+    struct cs_fair_in in = {.floor_pm = 2500, .use_pm = 2500, .filling = true, .held = true,
+                            .device_busy_pm = 10000, .npeers = 3, .peers = g};
+    cs__fair_decide(&in, &o);
+    CHECK(!o.engaged);
+    /* Two at 50 beside a launch-bound tenant using a fifth: each may take
+     * half of what it leaves, as time-slicing gives them. */
+    struct cs_fair_peer two[2] = {{.floor_pm = 5000, .use_pm = 4000, .filling = true},
+                                  {.floor_pm = 2000, .use_pm = 2000}};
+    o = decide(false, 5000, 4000, 10000, true, 2, two);
+    CHECK(!o.engaged);
+    /* Unequal (25 beside 75): the 25 is held to its part. */
+    struct cs_fair_peer big = {.floor_pm = 7500, .use_pm = 5000, .filling = true};
+    o = decide(false, 2500, 5000, 10000, true, 1, &big);
+    CHECK(o.engaged);
+    CHECK_EQ(o.share_pm, 2500);
+    /* A launch-bound rival just under its floor (the noise of a
+     * one-second average) is not waiting behind us: no short queue. */
+    struct cs_fair_peer dec = {.floor_pm = 2500, .use_pm = 2400};
+    o = decide(false, 7500, 7600, 10000, true, 1, &dec);
+    CHECK(!o.engaged);
+    /* ... clearly under it, it is. */
+    dec.use_pm = 2000;
+    o = decide(false, 7500, 7600, 10000, true, 1, &dec);
+    CHECK(o.engaged);
+    CHECK_EQ(o.ahead_ns, CS_FAIR_PRIORITY_AHEAD_NS);
+}
+
 static void floor_under_contention(void)
 {
     /* Saturated by two tenants that both use all they get: each held to
@@ -359,6 +398,7 @@ int main(void)
     floor_under_contention();
     guard_needs_a_queue();
     only_the_owed_hold();
+    equal_floors_run_free();
     force_and_priority();
     printf("ok\n");
     return 0;
