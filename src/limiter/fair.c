@@ -71,6 +71,20 @@ static uint32_t clamp_share(uint32_t pm)
     return pm < 1 ? 1 : pm > CS_FAIR_FULL - 1 ? CS_FAIR_FULL - 1 : pm;
 }
 
+/* The busy time nobody's board entry explains, at most what the board's
+ * tenants and we leave of the device: where our uses already add up to
+ * all of it, what NVML counts beyond them is its way of counting (its
+ * per-process samples see a time-slice as busy), not a tenant. */
+static uint32_t unexplained(const struct cs_fair_in *in)
+{
+    uint64_t known = in->use_pm;
+    int np = in->npeers < CS_FAIR_MAX_PEERS ? in->npeers : CS_FAIR_MAX_PEERS;
+    for (int i = 0; i < np; i++)
+        known += in->peers[i].use_pm;
+    uint64_t room = known < CS_FAIR_FULL ? CS_FAIR_FULL - known : 0;
+    return in->foreign_pm < room ? in->foreign_pm : (uint32_t)room;
+}
+
 /* Our entitlement: the split of what higher-priority tenants leave among
  * us, the busy tenants of our priority and (when there is any) the busy
  * time nobody's board entry explains, which is weighted with whatever
@@ -142,15 +156,15 @@ static uint32_t entitlement(const struct cs_fair_in *in, bool *rivals, bool *hig
      * (or noise: board shares and NVML's utilisation are averaged over
      * different windows). It competes with the floor nobody claims; a
      * little of it keeps only what it uses, much of it may want more. */
-    if (in->foreign_pm >= CS_FAIR_FOREIGN_PM) {
+    uint32_t foreign = unexplained(in);
+    if (foreign >= CS_FAIR_FOREIGN_PM) {
         w[n] = floors < CS_FAIR_FULL ? (uint32_t)(CS_FAIR_FULL - floors) : 1;
-        d[n++] = in->foreign_pm >= CS_FAIR_FOREIGN_GREEDY_PM ? UINT32_MAX : in->foreign_pm;
+        d[n++] = foreign >= CS_FAIR_FOREIGN_GREEDY_PM ? UINT32_MAX : foreign;
         *rivals = true;
-        *waiting |= in->foreign_pm >= CS_FAIR_FOREIGN_GREEDY_PM;
+        *waiting |= foreign >= CS_FAIR_FOREIGN_GREEDY_PM;
         /* An unlimited tenant we cannot see is presumed to fill the GPU:
          * owed the floor nobody claims when it clearly gets less. */
-        *owed |= in->foreign_pm >= CS_FAIR_FOREIGN_GREEDY_PM &&
-                 clearly_under(in->foreign_pm, w[n - 1]);
+        *owed |= foreign >= CS_FAIR_FOREIGN_GREEDY_PM && clearly_under(foreign, w[n - 1]);
     }
     memset(got, 0, sizeof got);
     cs__fair_split((uint32_t)capacity, n, w, d, got);

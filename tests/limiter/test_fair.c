@@ -254,6 +254,16 @@ static void equal_floors_run_free(void)
     struct cs_fair_out o = decide(false, 2500, 2500, 10000, true, 3, g);
     CHECK(!o.engaged);
     CHECK_EQ(o.entitled_pm, 2500);
+    /* NVML's per-process samples count more busy time than the four
+     * uses add up to: with the device already explained, that is how it
+     * counts, not an unlimited tenant (which would make the split uneven
+     * and wait on us). */
+    struct cs_fair_in nv = {.floor_pm = 2500, .use_pm = 2440, .filling = true,
+                            .device_busy_pm = 10000, .foreign_pm = 2700, .npeers = 3,
+                            .peers = g};
+    cs__fair_decide(&nv, &o);
+    CHECK(!o.engaged);
+    CHECK_EQ(o.entitled_pm, 2500);
     /* ... also when its own pacing held it the second before. */
     struct cs_fair_in in = {.floor_pm = 2500, .use_pm = 2500, .filling = true, .held = true,
                             .device_busy_pm = 10000, .npeers = 3, .peers = g};
