@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The determinism proof of issue 14: the plain CTest suite N times in a row
+# The determinism proof: the plain CTest suite N times in a row
 # on one CPU (`taskset -c 0`), then N times with two CPU hogs running (one
 # busy loop pinned to CPU 0, one free to run anywhere), stopping at the
 # first failing run. A test that passes only by scheduling luck fails here.
