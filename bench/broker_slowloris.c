@@ -1,7 +1,7 @@
 /*
  * The broker under a slowloris: latency of legitimate queries from root
  * while a throwaway unprivileged user holds N idle connections to a real
- * `cushare broker` process. The target (issue 13): every request answered,
+ * `cushare broker` process. The target: every request answered,
  * p99 under 50 ms. The regression test (tests/identity/
  * test_broker_slowloris.c) asserts only what a busy CI runner cannot
  * flake; this program measures, for docs/broker.md.

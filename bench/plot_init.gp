@@ -1,5 +1,5 @@
 # p99 cuInit latency against worker count, with and without cushare, and
-# their ratio against the target (issue 17: 1.02).
+# their ratio against the target.
 #
 #   gnuplot -e "datafile='init-p99.csv'; outfile='docs/bench-init.png'" bench/plot_init.gp
 #

@@ -7,7 +7,7 @@
 # the CSV `cushare bench limiter` writes (workload,run,target_pct,
 # kernels_per_s,share_pct; run is native, unlimited, limit, pair or mix).
 # Optional: plottitle, tolerance (points either side of the target, the
-# grey band of the lower panel; issue 17's target is 2).
+# grey band of the lower panel).
 #
 # (`cushare bench limiter` writes its own quick-look script next to its CSV;
 # this one is the docs' plot: the target band and every mix, not only pairs.)

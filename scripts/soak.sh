@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Soak (issue 13, "What it must show" 7; not run in CI): 64 processes of
+# Soak (not run in CI): 64 processes of
 # allocation churn and launch pacing on the simulated device
 # (tests/fakecuda), a random one SIGKILLed every 100-500 ms and respawned,
 # with the node board and the host-PID broker in use and, as root, a

@@ -1,4 +1,4 @@
-# CDI (issue 12, item 3; docs/kubernetes.md): `cushare cdi` checked against
+# CDI (docs/kubernetes.md): `cushare cdi` checked against
 # the CDI JSON schema (python3-jsonschema), then applied by a real runtime
 # (podman, else crun with tests/cdi/apply_oci.py). Both skip (77) with the
 # reason when they cannot run here.

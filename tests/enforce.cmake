@@ -1,5 +1,5 @@
-# Enforcement without the tenant's cooperation (issue 12, item 2; docs/
-# interposition.md) and library replacement under a running tenant
+# Enforcement without the tenant's cooperation (docs/interposition.md) and
+# library replacement under a running tenant
 # (HAMi#753). slice_probe reaches the driver only through dlopen and never
 # sets LD_PRELOAD. The scripts skip (77) with the reason when they cannot
 # run here (not root, no mount namespace, no -static-pie).

@@ -1,10 +1,10 @@
-# Entry-path interposition (issue: foundation).
+# Entry-path interposition.
 set(CS_PRELOAD_ENV "LD_PRELOAD=${CS_LIB}")
 
 cs_add_test(hook_paths SOURCES hook/test_hook_paths.c LIBS fakecuda_driver
   ENV ${CS_PRELOAD_ENV} "CUDA_DEVICE_MEMORY_LIMIT=1m"
       "CUDA_DEVICE_MEMORY_SHARED_CACHE=${CMAKE_BINARY_DIR}/tmp/hook_paths.ledger")
-# Issue 13, finding 10: libc's dlsym/dlvsym are never handed out by name.
+# libc's dlsym/dlvsym are never handed out by name.
 cs_add_test(hook_dl_escape SOURCES hook/test_dl_escape.c LIBS fakecuda_driver
   ENV ${CS_PRELOAD_ENV} "CUDA_DEVICE_MEMORY_LIMIT=1m"
       "CUDA_DEVICE_MEMORY_SHARED_CACHE=${CMAKE_BINARY_DIR}/tmp/hook_dl_escape.ledger")
@@ -21,7 +21,7 @@ set_tests_properties(hook_shell_unaffected PROPERTIES
   ENVIRONMENT "${CS_PRELOAD_ENV}" PASS_REGULAR_EXPRESSION "^ba")
 file(MAKE_DIRECTORY ${CMAKE_BINARY_DIR}/tmp)
 
-# The preload path under the sanitizers (issue 13, finding 11): a sanitizer
+# The preload path under the sanitizers: a sanitizer
 # build of libcushare.so preloaded into a multi-threaded program. In the
 # TSan build (label tsan) the program is instrumented too and the library
 # is preloaded alone, as `cushare run` does; hook_preload_threads_plain runs

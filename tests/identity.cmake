@@ -48,7 +48,7 @@ cs_add_test(broker_default_path SOURCES ${CS_ID_TESTS}/test_broker_default_path.
 cs_add_test(broker_cli SOURCES ${CS_ID_TESTS}/test_broker_cli.c
             LIBS cs_common LABELS quick)
 
-# Slowloris from a throwaway unprivileged user (issue 13, finding 5): needs
+# Slowloris from a throwaway unprivileged user: needs
 # root and useradd, else exits 77 and CTest reports it skipped, not passed.
 cs_add_test(broker_slowloris SOURCES ${CS_ID_TESTS}/test_broker_slowloris.c
             LIBS cs_common LABELS quick sanitize tsan)

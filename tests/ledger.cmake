@@ -35,7 +35,7 @@ foreach(case human json errors top)
   cs_ledger_test(ledger_status_${case} test_status.c ARGS ${case} LABELS sanitize)
 endforeach()
 
-# Issue 13: dead slots reaped at claim; the aggregate healed while others
+# Dead slots reaped at claim; the aggregate healed while others
 # live, never taking what a live process has in flight.
 cs_ledger_test(ledger_reap_at_claim test_reap_at_claim.c LABELS sanitize)
 cs_ledger_test(ledger_heal_safety test_heal_safety.c LABELS sanitize)

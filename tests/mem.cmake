@@ -127,8 +127,8 @@ foreach(case leftovers sweep foreign)
   set_tests_properties(${name} PROPERTIES TIMEOUT 120)
 endforeach()
 
-# Fork while another thread holds each lock of the library (
-# finding 11): the child's first CUDA work completes. The executable
+# Fork while another thread holds each lock of the library: the child's
+# first CUDA work completes. The executable
 # interposes pthread_mutex_lock (exported) to hold the lock provably.
 add_executable(mem_fork_locks mem/test_fork_locks.c)
 target_link_libraries(mem_fork_locks PRIVATE cs_test_support fakecuda_driver dl pthread m)

@@ -1,4 +1,4 @@
-# Concurrent mode, node side (issue 15; docs/mps.md): `cushare mps
+# Concurrent mode, node side (docs/mps.md): `cushare mps
 # start|stop|status` and `cushare run --mps` against the fake MPS control
 # daemon (tests/fakecuda/fake_mps_control.c) and the fake NVML's GPUs. One
 # source; the case is its argument. The commands run under the preload, so

@@ -1,5 +1,5 @@
 /*
- * A hostile local user for tests (issue 13): when the test runs as root,
+ * A hostile local user for tests: when the test runs as root,
  * a throwaway system user is made with useradd and deleted at exit, and
  * the attacker's side runs through `setpriv --reuid --regid
  * --clear-groups`, as a real unprivileged user would. useradd and userdel

@@ -1,5 +1,5 @@
 /*
- * cli_run_{limits,signals,killed}: the built `cushare run` (issue 13).
+ * cli_run_{limits,signals,killed}: the built `cushare run`.
  *
  *   limits: with CUDA_DEVICE_MEMORY_LIMIT_0=8GiB and CUDA_DEVICE_SM_LIMIT_0=0
  *     inherited, `--mem 1GiB --sm 10` gave the command 8 GiB and no compute

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Offline check of deploy/ (issue 12, item 5): yamllint (Debian yamllint)
+"""Offline check of deploy/: yamllint (Debian yamllint)
 for syntax and style, then python3-yaml for the structure the API server
 would refuse: apiVersion/kind/metadata, a DaemonSet's selector matching its
 template labels, every container with a name, image and command, every

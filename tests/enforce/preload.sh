@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 12, item 2: with /etc/ld.so.preload naming libcushare.so, a tenant
+# With /etc/ld.so.preload naming libcushare.so, a tenant
 # is sliced whatever it does to its environment. A private mount namespace
 # stands in for the container: /etc is overlaid there (the host's /etc is
 # untouched) and ld.so.preload written into the overlay. On the fake

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# HAMi drop-in (issue 12, item 1): HAMi's monitor layout decodes the region
+# HAMi drop-in: HAMi's monitor layout decodes the region
 # cushare tenants keep, and the monitor's feedback holds them back as it
 # holds HAMi-core back. Run by CTest: run.sh BUILD_DIR SOURCE_DIR.
 # Needs Go (Debian golang-go, installed by `make deps`): exits 77 (CTest SKIP)

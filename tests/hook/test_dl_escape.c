@@ -1,5 +1,5 @@
 /*
- * Issue 13, finding 10: a program must not get libc's own dlsym/dlvsym by
+ * A program must not get libc's own dlsym/dlvsym by
  * name, because with it the driver's unchecked functions are one call
  * away (`dlvsym(dlopen("libc.so.6"), "dlsym", "GLIBC_2.34")` did that).
  * Every way of asking for them (libc's handle, RTLD_DEFAULT, RTLD_NEXT,

@@ -1,5 +1,5 @@
 /*
- * Issue "foundation": the same wrapper is reached through every entry path,
+ * The same wrapper is reached through every entry path,
  * unknown names pass through unchanged, fork and exec children are
  * interposed. Runs with libcushare.so preloaded over tests/fakecuda, with a
  * 1 MiB budget so "the wrapper was reached" is observable as behaviour: a

@@ -1,5 +1,5 @@
 /*
- * The preload path under the sanitizers (issue 13, finding 11). A
+ * The preload path under the sanitizers. A
  * multi-threaded CUDA program runs with libcushare.so preloaded over the
  * fake driver: eight threads, released together by a barrier, race
  * through lazy initialisation (cuInit), dlsym lookups of driver symbols,

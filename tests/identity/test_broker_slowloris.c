@@ -1,5 +1,5 @@
 /*
- * Regression test for issue 13 finding 5: a slowloris from one
+ * Regression test: a slowloris from one
  * unprivileged user must not starve everybody else of the broker.
  *
  * A throwaway user (useradd, deleted at the end) holds ATTACK idle

@@ -2,8 +2,8 @@
  * ledger_crash_window: a process killed between the two steps of a charge
  * (aggregate raised, slot not yet) or of an uncharge (slot lowered, aggregate
  * not yet) leaves the aggregate over-counted. Reaping cannot find those
- * bytes (no slot holds them). Issue 13: they stayed counted for as long as
- * any process of the tenant lived (22-109 MiB after 74-87 kills). Now the
+ * bytes (no slot holds them). Before, they stayed counted for as long as
+ * any process of the tenant lived. Now the
  * reap that follows heals them while other processes stay live and keep
  * their own charges; and the last process dying still leaves nothing.
  *

@@ -1,6 +1,6 @@
 /*
  * ledger_damaged: a ledger truncated, or overwritten, under a live process
- * (issue 13, finding 1; docs/ledger.md, "A ledger damaged in use"). The
+ * (docs/ledger.md, "A ledger damaged in use"). The
  * process never dies of it: it says so once, naming the file and the fix,
  * and fails closed (every charge refused with -ENOTRECOVERABLE, views show
  * the budget used up, releases ignored, no slot claimed afterwards, not

@@ -1,7 +1,7 @@
 /*
- * ledger_reap_at_claim: issue 13 found 38 dead slots holding 9744 of
- * 12288 MiB after SIGKILL churn, with nothing running, because dead slots
- * were reaped only when an admission was refused. A process that claims a
+ * ledger_reap_at_claim: dead slots left by SIGKILL churn must not keep
+ * holding the budget with nothing running, as they did while they were
+ * reaped only when an admission was refused. A process that claims a
  * slot now reaps them (and heals what they left beyond their slots), with
  * or without live processes around, before it has charged or viewed
  * anything. A claim that lands on a dead process's own slot reaps that

@@ -4,7 +4,7 @@
  * ledger API: one live process with charges on two devices, a known UUID,
  * host pid, identity tier, GPU time and a suspension, plus one dead slot.
  * With --no-reap the dead slot is shown and left alone; without it the
- * view reaps it first (issue 13: status showed 38 dead slots and their
+ * view reaps it first (else status would show dead slots and their
  * bytes as used).
  */
 #include "ledger_test.h"

@@ -1,6 +1,6 @@
 /*
- * ledger_trust: which existing ledger a tenant accepts (issue 13, finding
- * 3; docs/ledger.md, "Ownership"). A tenant never follows a symlink to its
+ * ledger_trust: which existing ledger a tenant accepts (docs/ledger.md,
+ * "Ownership"). A tenant never follows a symlink to its
  * ledger, and refuses a ledger others can write or another user owns, each
  * with one message naming the file and the fix; monitors (`cushare status`
  * as root) still read anything. CUSHARE_LEDGER_TRUST=directory (a directory
@@ -9,7 +9,7 @@
  *
  * The foreign-owner case plays a real second user: run as root, it makes
  * a throwaway user that prepares the ledger (15 GiB budget, chmod 666) the
- * way the issue's attacker did; without root it is skipped, visibly. On
+ * way an attacker would; without root it is skipped, visibly. On
  * c17f7cb the symlink, the 0666 file and the attacker's ledger are all
  * accepted.
  */

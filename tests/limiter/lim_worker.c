@@ -205,7 +205,7 @@ static int signals_check(CUfunction fn, const char *out)
         return 4;
     }
     /* Chained or not, the application's flags and mask stand: it asked for
-     * no SA_RESTART and SIGTERM blocked in its handler (issue 13). */
+     * no SA_RESTART and SIGTERM blocked in its handler. */
     if ((cur.sa_flags & SA_RESTART) || !sigismember(&cur.sa_mask, SIGTERM)) {
         fprintf(stderr, "worker: SIGUSR1 installed with SA_RESTART %s, SIGTERM %s in its mask: "
                 "the application's settings were replaced\n",

@@ -1,7 +1,7 @@
 /*
  * limiter_board_files: the node board's files against a careless operator
- * or a process of the same user (issue 13, findings 1, 2 and 4; the other
- * users' side is limiter_board_hostile). Each case says what it proves.
+ * or a process of the same user (the other users' side is
+ * limiter_board_hostile). Each case says what it proves.
  * On c17f7cb the truncation kills the test with SIGBUS, the symlinked or
  * unsticky directory is used, and a board full of far-future entries
  * locks a new tenant out.
@@ -154,7 +154,7 @@ static void expect_fallback(const char *path, const char *what)
 
 /* ---- cases ------------------------------------------------------------ */
 
-/* Finding 1: `truncate -s 0` of the board under tenants that post and
+/* `truncate -s 0` of the board under tenants that post and
  * read it every tick. Nothing is mapped, so nothing faults; the writer
  * makes its file whole again at its next post. */
 static void truncated_under_tenants(void)
@@ -224,7 +224,7 @@ static void garbage_and_replacement(void)
     printf("garbled and replaced board: ignored, repaired\n");
 }
 
-/* Finding 4: the directory gets the broker's checks. */
+/* The directory gets the broker's checks. */
 static void directory_checks(void)
 {
     char target[PATH_MAX], link[PATH_MAX], lpath[PATH_MAX + 16];
@@ -273,7 +273,7 @@ static void own_file_checks(void)
     printf("own board file: symlink and FIFO not used, a fallback file instead\n");
 }
 
-/* Finding 2, within one user: a full file of entries stamped far in the
+/* Within one user: a full file of entries stamped far in the
  * future does not lock a new tenant out (they count as stale), and a
  * reader believes no timestamp beyond now. */
 static void future_entries(void)

@@ -1,6 +1,6 @@
 /*
- * limiter_board_hostile: the node board against another local user (issue
- * 13, findings 1, 2 and 4). Run as root it makes a throwaway user, the
+ * limiter_board_hostile: the node board against another local user.
+ * Run as root it makes a throwaway user, the
  * attacker, whose side runs through setpriv; without root it is skipped,
  * visibly. The attacker:
  *
@@ -279,10 +279,10 @@ static void lies_and_truncation(const struct cs_test_user *u, struct fakecuda_st
     printf("victim: mean %.1f%% from 1.2 s, seen busy by others: %d, exit %d\n%s", mean, seen,
            vst, err);
     CHECK(WIFEXITED(ast) && WEXITSTATUS(ast) == 0);
-    CHECK_EQ(vst, 0);                          /* finding 1: no SIGBUS */
-    CHECK(!strstr(err, "is full"));            /* finding 2: no lockout */
+    CHECK_EQ(vst, 0);                          /* no SIGBUS */
+    CHECK(!strstr(err, "is full"));            /* no lockout */
     CHECK_GE(seen, 1);
-    CHECK_SHARE_STARVED(mean, 50, 5, 10, lim_starved(&s, 0, 1200, 3000));              /* finding 2: not throttled */
+    CHECK_SHARE_STARVED(mean, 50, 5, 10, lim_starved(&s, 0, 1200, 3000)); /* not throttled */
 }
 
 int main(int argc, char **argv)

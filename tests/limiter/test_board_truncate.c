@@ -1,5 +1,5 @@
 /*
- * limiter_board_truncate (issue 13, finding 1): `truncate -s 0` on the
+ * limiter_board_truncate: `truncate -s 0` on the
  * node board, again and again, under a running `--sm 50 --policy force`
  * tenant (limiter_worker under the preloaded library). The tenant never
  * faults, repairs its board file at its next post, keeps its share and

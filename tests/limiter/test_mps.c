@@ -1,5 +1,5 @@
 /*
- * Concurrent devices (issue 15; docs/limiter.md, "Concurrent devices
+ * Concurrent devices (docs/limiter.md, "Concurrent devices
  * (MPS)"): when the process's contexts are MPS clients, a launch is
  * charged its GPU time times the part of the SMs its grid can hold. Four
  * simulated GPUs side by side, one worker each at --sm 25 (force):
@@ -17,7 +17,7 @@
  * as MPS clients and (on a second simulated GPU, at the same time) time-
  * sliced: side by side the clients' kernels overlap on the fake's
  * timeline, so together they get at least twice the GPU time the
- * time-sliced four can (issue 15: >= 2x the aggregate throughput).
+ * time-sliced four can.
  *
  * The fake MPS control daemon (tests/fakecuda/fake_mps_control.c) serves
  * the clients; a time-sliced worker gets an empty pipe directory, so it is

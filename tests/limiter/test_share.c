@@ -1,5 +1,5 @@
 /*
- * Convergence (issue: compute slices): a GPU-bound worker limited with
+ * Convergence: a GPU-bound worker limited with
  * policy force gets its share of GPU time, window after window, for long
  * kernels (1 ms) and short ones (20 us), and the share does not oscillate.
  * Three simulated GPUs run side by side: 25 %, 50 %, and an unlimited

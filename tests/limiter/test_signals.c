@@ -7,7 +7,7 @@
  * application's, and a SIGUSR2 parks the next CUDA call until SIGUSR1.
  * Chaining keeps the application's sa_flags and sa_mask: its handler asks
  * for no SA_RESTART and SIGTERM blocked, and gets both with cushare's in
- * front (issue 13: they were forced to SA_RESTART and an empty mask).
+ * front (before, they were forced to SA_RESTART and an empty mask).
  *   limiter_signals_plain / limiter_signals_hami
  */
 #include "limiter/lim_test.h"

@@ -101,7 +101,7 @@ static void created_contexts_and_a_reset(CUcontext *primary)
     expect(0, "the release that ends the primary");
 }
 
-/* The issue's example: before, the 40 MiB of the reset context stayed
+/* Before, the 40 MiB of the reset context stayed
  * charged and the second 40 MiB was refused. */
 static void reset_gives_back_its_memory(CUcontext *primary)
 {

@@ -1,5 +1,5 @@
 /*
- * Fork safety (issue 13, finding 11): a child forked while another thread
+ * Fork safety: a child forked while another thread
  * of the parent holds one of the library's locks must complete its first
  * CUDA work: initialisation, a context, an allocation and a stream-ordered
  * one, a launch, a refused allocation, a graph-memory trim, a suspend and

@@ -1,9 +1,9 @@
 /*
- * A ledger another user prepared is not this tenant's budget (issue 13,
- * finding 3), through the real preload path. A throwaway user (root only;
+ * A ledger another user prepared is not this tenant's budget, through the
+ * real preload path. A throwaway user (root only;
  * skipped, visibly, otherwise) runs a CUDA program with a 15 GiB budget at
  * the victim's ledger path and makes the file writable by everybody, as
- * the issue's attacker did. The victim, asking for 1 GiB there, fails CUDA
+ * an attacker would. The victim, asking for 1 GiB there, fails CUDA
  * initialisation with one message naming the file and its owner, so its
  * 8 GiB allocation is refused. With CUSHARE_LEDGER_TRUST=directory (the
  * documented deployment: a directory private to the tenant) the same file

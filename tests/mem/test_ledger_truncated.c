@@ -1,6 +1,6 @@
 /*
- * A tenant whose ledger is truncated under it (`truncate -s 0`, issue 13
- * finding 1) keeps running, through the real preload path: it says so
+ * A tenant whose ledger is truncated under it (`truncate -s 0`) keeps
+ * running, through the real preload path: it says so
  * once, refuses every further allocation (CUDA_ERROR_OUT_OF_MEMORY),
  * shows nothing free, frees what it has, and the application's own
  * SIGBUS handler, installed before CUDA was initialised, still gets the

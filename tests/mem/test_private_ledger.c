@@ -1,7 +1,7 @@
 /*
  * Private ledgers (no CUDA_DEVICE_MEMORY_SHARED_CACHE) leave nothing behind
- * (issue 13: every SIGKILLed process left its 2 MiB ledger in /dev/shm for
- * good, and a process that exec'd leaked its own).
+ * (before, every SIGKILLed process left its ledger in /dev/shm for good,
+ * and a process that exec'd leaked its own).
  *
  *   leftovers: a process killed with SIGKILL, and one that execs (its new
  *     image using CUDA too), leave no file; fork children still share

@@ -1,7 +1,7 @@
 /*
- * Views settle the ledger before they answer (issue 13: after SIGKILL
- * churn cuMemGetInfo said 2543 of 12288 MiB free with nothing running, and
- * frameworks size their pools from that figure). Two holders are killed
+ * Views settle the ledger before they answer: after SIGKILL churn,
+ * cuMemGetInfo must not count what dead processes held as used, since
+ * frameworks size their pools from that figure. Two holders are killed
  * while this process lives and has already claimed its slot, so neither a
  * claim nor a refused admission reaps them: cuMemGetInfo after the first
  * death and NVML's memory info after the second must not count them, nor

@@ -1,6 +1,6 @@
 /*
  * mem_vmm_share: memory shared between processes is charged exactly while
- * the device holds it (issue 11). After every step, and after a SIGKILL at
+ * the device holds it. After every step, and after a SIGKILL at
  * every step, the tenant's ledger must equal what the fake device holds
  * (tests/fakecuda models the driver's reference counting: handles,
  * retains, mappings, imports, IPC opens, in every process), and the

@@ -106,7 +106,7 @@ static void lists(void)
     char one[] = "25";
     CHECK_EQ(cs__split_list(one, items, 4), 1);
     CHECK_STREQ(items[0], "25");
-    /* Finding 8: an empty field shifted "3" onto device 2. */
+    /* An empty field is refused (it used to shift "3" onto device 2). */
     const char *holes[] = {"1GiB,2GiB,,3", ",1g", "1g,", "", ",", "1g,,", NULL};
     for (int i = 0; holes[i]; i++) {
         char buf[32];
@@ -189,7 +189,7 @@ static void table(void)
         "CUSHARE_SM_BURST_US=4ms",
         "CUSHARE_SM_SHARE=clock",
         "CUSHARE_LEDGER_TRUST=any",
-        /* Finding 8: a bad log level and per-device names that name no
+        /* Before, a bad log level and per-device names that name no
          * device we manage were accepted without a word. */
         "CUSHARE_LOG_LEVEL=garbage",
         "CUDA_DEVICE_MEMORY_LIMIT_16=1g",

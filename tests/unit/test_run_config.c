@@ -1,7 +1,7 @@
 /*
  * `cushare run` refuses a bad configuration as a usage error (exit 2, one
  * message naming the option or variable and the fix) instead of running
- * the command with a limit nobody meant (issue 13, finding 8):
+ * the command with a limit nobody meant:
  *   - a --mem or --sm list with a missing value (`--mem 1GiB,2GiB,,3`
  *     gave device 2 a 3-byte budget),
  *   - a --mem size without a unit (3 means 3 bytes to HAMi, nobody types it),
