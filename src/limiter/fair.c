@@ -85,10 +85,6 @@ static uint32_t unexplained(const struct cs_fair_in *in)
     return in->foreign_pm < room ? in->foreign_pm : (uint32_t)room;
 }
 
-/* Our entitlement: the split of what higher-priority tenants leave among
- * us, the busy tenants of our priority and (when there is any) the busy
- * time nobody's board entry explains, which is weighted with whatever
- * floor nobody claims. Lower-priority tenants yield to us: not counted. */
 /* Whether the split differs from what plain time-slicing gives: some
  * tenant that may use anything (d[i] unbounded) is entitled to clearly
  * more (CS_FAIR_UNEVEN_PCT) than an equal part of what the bounded ones
@@ -111,6 +107,10 @@ static bool uneven(uint32_t capacity, int n, const uint32_t *d, const uint32_t *
     return false;
 }
 
+/* Our entitlement: the split of what higher-priority tenants leave among
+ * us, the busy tenants of our priority and (when there is any) the busy
+ * time nobody's board entry explains, which is weighted with whatever
+ * floor nobody claims. Lower-priority tenants yield to us: not counted. */
 static uint32_t entitlement(const struct cs_fair_in *in, bool *rivals, bool *higher,
                             bool *waiting, bool *owed, bool *unequal)
 {
