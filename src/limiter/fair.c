@@ -244,6 +244,12 @@ int64_t cs__fair_quiet_wait(int64_t now, const int64_t *last, int n, int64_t qui
     return wait > 0 ? wait : 0;
 }
 
+bool cs__fair_fulfil_saturated(int util_pct, uint64_t board_ppm, bool was)
+{
+    int busy = was ? CS_FAIR_FULFIL_HOLD_PCT : CS_FAIR_FULFIL_BUSY_PCT;
+    return util_pct >= busy && board_ppm >= CS_FAIR_FULFIL_BOARD_PCT * 10000ull;
+}
+
 const char *cs__fair_why_name(enum cs_fair_why why)
 {
     switch (why) {

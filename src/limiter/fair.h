@@ -50,6 +50,9 @@
                                           what a launch-bound tenant takes */
 #define CS_FAIR_UNEVEN_PCT 3          /* an entitlement 3 % over an equal part differs
                                           from what time-slicing gives */
+#define CS_FAIR_FULFIL_BUSY_PCT 95     /* fulfilment: device busy at least 95 % ... */
+#define CS_FAIR_FULFIL_HOLD_PCT 90     /* ... and once so, while at least 90 % ... */
+#define CS_FAIR_FULFIL_BOARD_PCT 70    /* ... at least 70 % of it by limited tenants */
 #define CS_FAIR_MAX_PEERS 64
 #define CS_FAIR_PRIORITY_AHEAD_NS 1000000ll /* queue bound beside a higher priority */
 
@@ -123,6 +126,18 @@ void cs__fair_decide(const struct cs_fair_in *in, struct cs_fair_out *out);
  * and asks again looks at most every quiet period. 0: launch now (also
  * when quiet_ns <= 0: yielding is off). */
 int64_t cs__fair_quiet_wait(int64_t now, const int64_t *last, int n, int64_t quiet_ns);
+
+/* Fulfilment's view of the device (watch.c): saturated, and by limited
+ * tenants. NVML's mean utilisation over the last second `util_pct` is at
+ * least CS_FAIR_FULFIL_BUSY_PCT, and our share plus the busy board
+ * tenants' `board_ppm` (ppm of the device) at least
+ * CS_FAIR_FULFIL_BOARD_PCT, so the GPU, not a CPU or an unlimited tenant,
+ * is what is lacking. Once saturated (`was`), it stays so while busy at
+ * least CS_FAIR_FULFIL_HOLD_PCT: a yield to a starved tenant removes
+ * context switches between us, which NVML counts as busy time, so the
+ * yield alone lowers the utilisation it is conditioned on, and a single
+ * threshold would undo every yield a second later. */
+bool cs__fair_fulfil_saturated(int util_pct, uint64_t board_ppm, bool was);
 
 /* Short name of a reason: "-", "contended", "capped", "priority". */
 const char *cs__fair_why_name(enum cs_fair_why why);

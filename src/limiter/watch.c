@@ -57,8 +57,6 @@
 #define CS_WATCH_WINDOW 10               /* ticks in the share window (1 s) */
 #define CS_WATCH_STARVED_PCT 97          /* under 97 % of the limit may be starved */
 #define CS_WATCH_UNPACED_PCT 5           /* slept under 5 % of the last second */
-#define CS_WATCH_SATURATED_PCT 95        /* device busy at least 95 % ... */
-#define CS_WATCH_BOARD_SATURATED_PCT 70  /* ... at least 70 % by limited tenants */
 #define CS_WATCH_FULFIL_FLOOR 0.2        /* never scaled below 20 % of the limit */
 #define CS_WATCH_BOOST_MAX 2.0           /* largest clock-boost correction */
 #define CS_WATCH_IDLE_AWAKE 0.175        /* idle draw at the boost clock, of the cap */
@@ -96,6 +94,7 @@ static struct {
         int64_t boost_logged_ns; /* boost inputs last logged (debug) */
         int64_t scales_held_until; /* boost and fulfilment kept at 1 until then */
         bool full_window;        /* our window is our limit of every period */
+        bool saturated;          /* fulfilment's last verdict on the device */
         int64_t pacing_logged_ns; /* pacing summary last logged (debug) */
         uint64_t pacing_at[8];   /* own, work, slept, window idled by the law, then;
                                     the process's launches, markers, pairs, estimates */
@@ -508,17 +507,6 @@ static int util_mean(int d)
     return n ? sum / n : -1;
 }
 
-/* The device is saturated, and by limited tenants: NVML's utilisation
- * over the last second (our own measurement) is at least 95 %, and our
- * share plus those of the busy tenants on the board at least 70 % (so the
- * GPU, not a CPU or an unlimited tenant, is what is lacking, and yielding
- * can help). Both a starved claim and yielding to one need it. */
-static bool saturated_by_board(uint32_t ppm, int util, const struct cs_board_view *v)
-{
-    return util >= CS_WATCH_SATURATED_PCT &&
-           (uint64_t)ppm + v->busy_share_ppm >= CS_WATCH_BOARD_SATURATED_PCT * 10000ull;
-}
-
 /* Starved: under its limit, (almost) never held back by its pacer in the
  * last second, on a device saturated by limited tenants. */
 static bool starved(int d, uint32_t ppm, bool saturated)
@@ -882,7 +870,9 @@ static void tick(int64_t now)
         W.util[ring_at(0)][d] = (int8_t)util_now;
         int util = util_mean(d); /* over the second board power averages */
         const struct cs_board_view v = views[d];
-        bool saturated = saturated_by_board(ppm, util, &v);
+        bool saturated = cs__fair_fulfil_saturated(util, (uint64_t)ppm + v.busy_share_ppm,
+                                                   W.dev[d].saturated);
+        W.dev[d].saturated = saturated;
         if (known && W.board) {
             struct cs_board_post p = {.tenant = W.tenant_id, .priority = prio,
                                       .policy = policy, .sm_limit = D->pct,

@@ -21,12 +21,15 @@
  *             recent contention-free time.
  *   fulfil    A (25 %) and B (75 %), force, both GPU-bound, on a fake where
  *             switching between the two contexts costs 200 us of device
- *             time (FAKECUDA_CTX_SWITCH_US): B, unpaced, gets only what A
- *             and the switches leave. With the default throughput share B
- *             posts that it is starved and A scales its share to B's
- *             fulfilment: A:B must be 1:3 within 10 %. The same pair with
- *             CUSHARE_SM_SHARE=time (no fulfilment), side by side on a
- *             second simulated GPU, shows the gap it closes.
+ *             time (FAKECUDA_CTX_SWITCH_US). B keeps a deep queue (it
+ *             syncs every 32 launches), so the device stays saturated
+ *             however a busy CPU runs the two; A, paced in short bursts,
+ *             then gets only what B and the switches leave. With the
+ *             default throughput share A posts that it is starved and B
+ *             scales its share to A's fulfilment: A:B must be 1:3 within
+ *             10 %. The same pair with CUSHARE_SM_SHARE=time (no
+ *             fulfilment), side by side on a second simulated GPU, shows
+ *             the gap it closes.
  *   windows   on fakes where a context switch costs 200 us of device time,
  *             tenants at 25 + 75 % (force, GPU-bound) on one GPU with
  *             coordinated windows (the default) and on a second without
@@ -266,8 +269,8 @@ static void timeslice(void)
 }
 
 /* Runs a 25 % + 75 % pair (force) on each of two simulated GPUs, the
- * second pair with CUSHARE_SM_SHARE=time; extra[] adds to every tenant's
- * environment. Fills A and B's mean shares per GPU, and in st the share
+ * second pair with CUSHARE_SM_SHARE=time; B queues 32 launches between
+ * syncs, A 8; extra[] adds to every tenant's environment. Fills A and B's mean shares per GPU, and in st the share
  * of that time each waited for a CPU (lim_starved). */
 static void pair_both_modes(const char *const *extra, double ab[2][2], double st[2][2])
 {
@@ -275,7 +278,7 @@ static void pair_both_modes(const char *const *extra, double ab[2][2], double st
     pid_t pid[2][2];
     for (int k = 0; k < 2; k++) {
         for (int j = 0; j < 2; j++) {
-            const char *args[] = {"--blocks", "200", "--sync", "8", "--out",
+            const char *args[] = {"--blocks", "200", "--sync", j ? "32" : "8", "--out",
                                   lim_path(lim_kv("%d%d.out", k, j)), NULL};
             const char **e = tenant_env(k ? "time.state" : "tput.state",
                                         lim_kv("%d%d.ledger", k, j), j ? "75" : "25", NULL);
@@ -315,12 +318,13 @@ static void fulfil(void)
      * is known within an interval, which must meet the bound. */
     double tput_lo = ab[0][0] / (ab[0][1] + st[0][1]), tput_hi = (ab[0][0] + st[0][0]) / ab[0][1];
     double time_hi = (ab[1][0] + st[1][0]) / ab[1][1];
-    /* 1:3 within 10 %. Measured: the interval's low end 0.319-0.359, its
-     * high end at least 0.330: 5 % would fail 2 runs in 20; fulfilment
-     * follows the board over a second of CPU-scheduled ticks. */
+    /* 1:3 within 10 %. Measured on one CPU: 0.317-0.338. */
     CHECK(tput_hi >= 0.3 && tput_lo <= 0.3667);
-    CHECK_GE(time_hi, 0.3667);                     /* what it corrects */
-    CHECK_GE(ab[0][1] + st[0][1], ab[1][1]);       /* B gains what A gives up */
+    /* What it corrects: without fulfilment A is under 0.3 (measured
+     * 0.256-0.269, A 19-20 % beside B at its cap) ... */
+    CHECK(time_hi < 0.3);
+    /* ... and what B gives up goes to A. */
+    CHECK_GE(ab[0][0] + st[0][0], ab[1][0] + 1);
 }
 
 /* Tenants at `limits` (force, GPU-bound) on each of `ngpus` simulated

@@ -6,7 +6,8 @@
  * is held only for a GPU-filling rival under its floor), the priority
  * hold with its short queue, turn-taking
  * only for tenants that fill the GPU, and yielding on a higher-priority
- * tenant's activity (the quiet wait).
+ * tenant's activity (the quiet wait); fulfilment's saturation with its
+ * hysteresis.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -400,9 +401,33 @@ static void quiet_wait(void)
     CHECK_EQ(cs__fair_quiet_wait(now + w, &last, 1, Q), Q - 1);
 }
 
+/* Fulfilment's saturation: enters at 95 % busy, 70 % of it by limited
+ * tenants; once in, it leaves only under 90 % busy, so the switches a
+ * yield saves (busy time to NVML) do not undo the yield. */
+static void fulfil_saturation(void)
+{
+    const uint64_t board = 850000;
+    CHECK(!cs__fair_fulfil_saturated(94, board, false));
+    CHECK(cs__fair_fulfil_saturated(95, board, false));
+    /* Held while the yield lowers the utilisation a little ... */
+    CHECK(cs__fair_fulfil_saturated(92, board, true));
+    CHECK(cs__fair_fulfil_saturated(90, board, true));
+    /* ... not when the device clearly idles, nor without limited tenants
+     * filling it (an unlimited one would only take what we yield). */
+    CHECK(!cs__fair_fulfil_saturated(89, board, true));
+    CHECK(!cs__fair_fulfil_saturated(99, 690000, true));
+    CHECK(!cs__fair_fulfil_saturated(99, 690000, false));
+    CHECK(cs__fair_fulfil_saturated(99, 700000, false));
+    /* Unknown utilisation (-1) is not saturated: no yield, no claim. */
+    CHECK(!cs__fair_fulfil_saturated(-1, board, true));
+    /* Leaving is remembered: from under 90 % it takes 95 % again. */
+    CHECK(!cs__fair_fulfil_saturated(92, board, false));
+}
+
 int main(void)
 {
     quiet_wait();
+    fulfil_saturation();
     split();
     conserving();
     floor_under_contention();
