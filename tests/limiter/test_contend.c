@@ -543,9 +543,13 @@ static void samples(void)
     lim_stats(&s, 1, 1000, 3000, &b, &sd);
     double st = lim_starved(&s, 0, 1000, 3000);
     printf("A %.1f%%, B %.1f%% (CPU wait of A %.1f %%)\n", a, b, st);
-    /* Held: measured 24.9-25.1. Unheld, A gets half the GPU (the
-     * parent of 65dea60: 50.0 %). */
-    CHECK_SHARE_STARVED(a, 25, 1, 1, st);
+    /* Held: measured 24.9-25.1 on an idle machine. Unheld, A gets half
+     * the GPU (the parent of 65dea60: 50.0 %): the upper bound tells the
+     * two apart and is never forgiven. The lower one allows 3 points: A's
+     * kernels wait behind B's queue on the fake's one FIFO timeline, and
+     * on a busy CPU A has got as little as 23.6 (once in 13 runs pinned
+     * to one CPU) with next to no CPU wait of its own to forgive. */
+    CHECK_SHARE_STARVED(a, 25, 1, 3, st);
     CHECK_GE(b, 60);
 }
 
