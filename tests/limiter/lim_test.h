@@ -184,13 +184,34 @@ static inline int64_t lim_schedstat_wait_ns(const char *path)
     return n == 2 ? (int64_t)wait : 0;
 }
 
+/* Nanoseconds the hypervisor has taken this machine's CPUs (the `steal`
+ * field of /proc/stat), per CPU. A guest's schedstat cannot see that
+ * time: its thread was running as far as the guest knows. 0 on bare
+ * metal or when unreadable. */
+static inline int64_t lim_steal_ns(void)
+{
+    FILE *f = fopen("/proc/stat", "r");
+    if (!f)
+        return 0;
+    unsigned long long v[8] = {0};
+    int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
+                   &v[3], &v[4], &v[5], &v[6], &v[7]);
+    fclose(f);
+    long hz = sysconf(_SC_CLK_TCK), cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    if (n != 8 || hz <= 0 || cpus <= 0)
+        return 0;
+    return (int64_t)(v[7] * (1000000000ull / (unsigned long long)hz) / (unsigned long long)cpus);
+}
+
 /* CPU wait of thread `pid` (a worker's main thread, the one that
- * launches). */
+ * launches): its own wait for a CPU of the guest, plus the time the host
+ * took the guest's CPUs from under it (lim_steal_ns, as the average over
+ * the CPUs: a worker that keeps to one CPU may have lost more or less). */
 static inline int64_t lim_rq_wait_ns(pid_t pid)
 {
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/schedstat", (int)pid);
-    return lim_schedstat_wait_ns(path);
+    return lim_schedstat_wait_ns(path) + lim_steal_ns();
 }
 
 /* CPU wait of thread `tid` of this process. */
@@ -224,7 +245,8 @@ static inline void lim_note_rq(struct lim_series *s, int k, int i, pid_t pid)
 }
 
 /* Percent of the time between the samples around windows ending in
- * [from_ms, to_ms] that series k's process waited for a CPU. */
+ * [from_ms, to_ms] that series k's process waited for a CPU, or lost it
+ * to the host (lim_rq_wait_ns). */
 static inline double lim_starved(const struct lim_series *s, int k, double from_ms, double to_ms)
 {
     int first = -1, last = -1;
