@@ -19,6 +19,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 BENCH = os.path.join(HERE, "..", "..", "bench", "limiter")
 sys.path.insert(0, BENCH)
 import fair_report  # noqa: E402
+import init_pairs  # noqa: E402
 
 FAILS = []
 
@@ -248,6 +249,25 @@ def table_decode_hog(prio_rates):
     t["priority sweep hog2 priority 1:hog2@75"] = [[40, 5]]
     t["alone hog2"] = [[50, 5]]
     return t
+
+
+def test_init_pairs():
+    """Start-up is judged on pairs after the first: a slow first baseline
+    (cold) would otherwise read as cushare's cost."""
+    text = []
+    for k, base, cs in [(1, 4144.8, 5155.7), (2, 5205.7, 5210.5), (3, 5143.5, 5243.3),
+                        (4, 5146.2, 5225.6)]:
+        text += [f"run {k} baseline: ok 300/300, failed 0, wall 1 ms\n",
+                 f"  cuInit latency (ms)  p50 1 p95 2 p99 {base} max 3 mean 1  (300 samples)\n",
+                 f"run {k} cushare: ok 300/300, failed 0, wall 1 ms\n",
+                 f"  cuInit latency (ms)  p50 1 p95 2 p99 {cs} max 3 mean 1  (300 samples)\n"]
+    r = init_pairs.pair_ratios(text)
+    check(len(r) == 3, f"init_pairs: three pairs after the first, got {r}")
+    check(abs(sorted(r)[1] - 5225.6 / 5146.2) < 1e-9,
+          f"init_pairs: the median pair is run 4's, got {sorted(r)}")
+    # An unfinished pair (no cushare run) is left out, not half counted.
+    check(len(init_pairs.pair_ratios(text[:14])) == 2, "init_pairs: an unfinished pair is left out")
+    check(init_pairs.pair_ratios(text[:4]) == [], "init_pairs: the first pair alone gives nothing")
 
 
 def test_fair_end_to_end():
