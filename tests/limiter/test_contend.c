@@ -270,8 +270,9 @@ static void timeslice(void)
 
 /* Runs a 25 % + 75 % pair (force) on each of two simulated GPUs, the
  * second pair with CUSHARE_SM_SHARE=time; B queues 32 launches between
- * syncs, A 8; extra[] adds to every tenant's environment. Fills A and B's mean shares per GPU, and in st the share
- * of that time each waited for a CPU (lim_starved). */
+ * syncs, A 8; extra[] adds to every tenant's environment. Fills A and B's
+ * mean shares per GPU, and in st the share of that time each waited for
+ * a CPU (lim_starved). */
 static void pair_both_modes(const char *const *extra, double ab[2][2], double st[2][2])
 {
     struct fakecuda_state *g[2] = {lim_gpu("tput.state"), lim_gpu("time.state")};
@@ -317,12 +318,15 @@ static void fulfil(void)
     /* A starved tenant could have had up to its CPU wait more: each ratio
      * is known within an interval, which must meet the bound. */
     double tput_lo = ab[0][0] / (ab[0][1] + st[0][1]), tput_hi = (ab[0][0] + st[0][0]) / ab[0][1];
-    double time_hi = (ab[1][0] + st[1][0]) / ab[1][1];
+    double time_ratio = ab[1][0] / ab[1][1];
     /* 1:3 within 10 %. Measured on one CPU: 0.317-0.338. */
     CHECK(tput_hi >= 0.3 && tput_lo <= 0.3667);
     /* What it corrects: without fulfilment A is under 0.3 (measured
-     * 0.256-0.269, A 19-20 % beside B at its cap) ... */
-    CHECK(time_hi < 0.3);
+     * 0.256-0.269, A 19-20 % beside B at its cap). As measured, not
+     * widened by CPU wait: a wait (or the host's steal) takes from A,
+     * whose short bursts need the CPU often, while B's deep queue rides
+     * out short ones ... */
+    CHECK(time_ratio < 0.3);
     /* ... and what B gives up goes to A. */
     CHECK_GE(ab[0][0] + st[0][0], ab[1][0] + 1);
 }
