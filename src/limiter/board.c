@@ -47,6 +47,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/io.h"
@@ -63,6 +64,8 @@
 #define FALLBACK "priorities of other tenants are unknown, NVML alone decides"
 #define CS_BOARD_VOUCH_BYTE 1 /* POSIX read locks of the processes posting in a file */
 #define STAMPS_LEN (CS_BOARD_ENTRIES * 8u) /* our file's stamps page, as mapped */
+#define CS_BOARD_LOCK_TRIES 5           /* tries for the file lock of a claim ... */
+#define CS_BOARD_LOCK_NAP_NS 50000l     /* ... napping 50, 100, 200, 400 us between */
 
 /* One busy entry of another tenant, as a reader keeps it. */
 struct seen {
@@ -217,6 +220,17 @@ static bool lock_held_by_stranger(int fd)
            cs_pod_of(fl.l_pid) != cs_pod_self();
 }
 
+/* Our file as readers accept it: a regular file of the layout's size,
+ * mode 0644, with our header. */
+static bool own_whole(struct cs_board *b)
+{
+    struct stat st;
+    struct cs_board_header h;
+    return !fstat(b->fd, &st) && S_ISREG(st.st_mode) && (st.st_mode & 07777) == 0644 &&
+           st.st_size == CS_BOARD_SIZE && cs__pread_full(b->fd, &h, sizeof h, 0) &&
+           header_ok(&h, b->uid);
+}
+
 /* Our file, damaged (truncated, garbled, a wrong mode) by us, root or a
  * crash halfway through creation: made whole again. A bad header means
  * nobody could read the entries either, so they are cleared with it. Runs
@@ -229,9 +243,7 @@ static bool repair_own(struct cs_board *b)
         return false;
     if ((st.st_mode & 07777) != 0644)
         fchmod(b->fd, 0644);
-    bool whole = st.st_size == CS_BOARD_SIZE && cs__pread_full(b->fd, &h, sizeof h, 0) &&
-                 header_ok(&h, b->uid);
-    if (whole)
+    if (own_whole(b))
         return true;
     init_header(&h, b->uid);
     b->nmine = 0;
@@ -421,16 +433,24 @@ static bool entry_is(const struct cs_board_entry *e, uint64_t tenant, const uint
     return entry_intact(e) && e->tenant == tenant && !memcmp(e->uuid, uuid, 16);
 }
 
-static bool entry_reusable(const struct cs_board_entry *e, int64_t now)
+/* An entry a claim may take: never used, or an intact one its tenant
+ * stopped posting (stale) or dated far ahead. */
+static bool entry_unused(const struct cs_board_entry *e, int64_t now)
 {
+    static const struct cs_board_entry zero;
+    if (!memcmp(e, &zero, sizeof zero))
+        return true;
     if (!entry_intact(e))
-        return true; /* free or garbled */
+        return false;
     int64_t seen = (int64_t)e->seen_ns;
     return now - seen > CS_BOARD_STALE_NS || seen - now > CS_BOARD_FUTURE_NS;
 }
 
 /* The index of our (tenant, device) entry in our file, claiming one if we
- * have none; -1 when the file is full of live entries. Under the lock. */
+ * have none; -1 when the file is full of live entries. Under the lock. A
+ * garbled entry is taken only when nothing else is left: its owner
+ * rewrites it in place without the lock (post_in_place), so a read that
+ * met that write looks garbled too. */
 static int find_or_claim(struct cs_board *b, int k, const struct cs_board_post *p, int64_t now)
 {
     int i = b->mine[k];
@@ -440,22 +460,32 @@ static int find_or_claim(struct cs_board *b, int k, const struct cs_board_post *
         return i;
     if (!cs__pread_full(b->fd, b->file, sizeof b->file, entry_offset(0)))
         return -1;
-    int spare = -1;
+    int spare = -1, garbled = -1;
     for (unsigned j = 0; j < CS_BOARD_ENTRIES; j++) {
         if (entry_is(&b->file[j], p->tenant, p->uuid))
             return b->mine[k] = (int)j;
-        if (spare < 0 && entry_reusable(&b->file[j], now))
+        if (spare < 0 && entry_unused(&b->file[j], now))
             spare = (int)j;
+        else if (garbled < 0 && !entry_intact(&b->file[j]))
+            garbled = (int)j;
     }
-    return b->mine[k] = spare;
+    return b->mine[k] = spare >= 0 ? spare : garbled;
 }
 
-/* Our slot in mine[] for this device. -1 past CS_BOARD_POSTS devices. */
-static int post_slot(struct cs_board *b, const uint8_t uuid[16])
+/* Our slot in mine[] for this device; nmine when we have none. */
+static int find_mine(const struct cs_board *b, const uint8_t uuid[16])
 {
     int k = 0;
     while (k < b->nmine && memcmp(b->mine_uuid[k], uuid, 16))
         k++;
+    return k;
+}
+
+/* Our slot in mine[] for this device, made when new. -1 past
+ * CS_BOARD_POSTS devices. */
+static int post_slot(struct cs_board *b, const uint8_t uuid[16])
+{
+    int k = find_mine(b, uuid);
     if (k == b->nmine) {
         if (k == CS_BOARD_POSTS)
             return -1;
@@ -553,22 +583,60 @@ uint64_t *cs__board_stamp(struct cs_board *b, const uint8_t uuid[16])
 {
     if (!b || !b->stamps || b->fd < 0)
         return NULL;
-    for (int k = 0; k < b->nmine; k++)
-        if (!memcmp(b->mine_uuid[k], uuid, 16))
-            return b->mine[k] >= 0 ? &b->stamps[b->mine[k]] : NULL;
-    return NULL;
+    int k = find_mine(b, uuid);
+    return k < b->nmine && b->mine[k] >= 0 ? &b->stamps[b->mine[k]] : NULL;
 }
 
-void cs__board_post(struct cs_board *b, const struct cs_board_post *p, int64_t now)
+/* Rewrites the entry we already hold, without the file's lock: nobody
+ * else writes an entry of a live tenant (a claim takes unused ones, and a
+ * garbled one only when none is left), and readers reject a torn one by
+ * its check. False when the file or the entry needs the locked path
+ * (repair, claim). */
+static bool post_in_place(struct cs_board *b, const struct cs_board_post *p, int64_t now)
+{
+    int k = find_mine(b, p->uuid);
+    struct cs_board_entry e;
+    if (k == b->nmine || b->mine[k] < 0 || !own_whole(b) ||
+        !cs__pread_full(b->fd, &e, sizeof e, entry_offset((unsigned)b->mine[k])) ||
+        !entry_is(&e, p->tenant, p->uuid))
+        return false;
+    fill_entry(&e, p, now);
+    return cs__pwrite_full(b->fd, &e, sizeof e, entry_offset((unsigned)b->mine[k]));
+}
+
+/* The file's write lock for a claim or a repair. Other processes of our
+ * pod hold it for a few system calls at a time, so we try again a few
+ * times over most of a millisecond (posting ticks of tenants started
+ * together keep their phase, and a lone try could lose every tick); a
+ * stranger's lock is posted past (take_lock). *locked says whether we
+ * hold it. False: still busy, post next tick. */
+static bool lock_for_claim(struct cs_board *b, bool *locked)
+{
+    for (int attempt = 0;; attempt++) {
+        if ((*locked = take_lock(b->fd, F_WRLCK)) || lock_held_by_stranger(b->fd))
+            return true;
+        if (attempt + 1 == CS_BOARD_LOCK_TRIES)
+            return false;
+        struct timespec ts = {0, CS_BOARD_LOCK_NAP_NS << attempt};
+        nanosleep(&ts, NULL);
+    }
+}
+
+enum cs_board_posted cs__board_post(struct cs_board *b, const struct cs_board_post *p,
+                                    int64_t now)
 {
     if (!b || b->fd < 0 || p->tenant <= 1)
-        return;
+        return CS_BOARD_POST_NONE;
     b->snap_valid = false;
     if (!own_still_ours(b))
-        return;
-    bool locked = take_lock(b->fd, F_WRLCK);
-    if (!locked && !lock_held_by_stranger(b->fd))
-        return; /* another process of our pod is posting: next tick */
+        return CS_BOARD_POST_NONE;
+    if (post_in_place(b, p, now)) {
+        map_stamps(b);
+        return CS_BOARD_POSTED;
+    }
+    bool locked;
+    if (!lock_for_claim(b, &locked))
+        return CS_BOARD_POST_BUSY;
     int k = repair_own(b) ? post_slot(b, p->uuid) : -1;
     int i = k >= 0 ? find_or_claim(b, k, p, now) : -1;
     if (i >= 0) {
@@ -583,6 +651,7 @@ void cs__board_post(struct cs_board *b, const struct cs_board_post *p, int64_t n
     if (k >= 0 && i < 0)
         cs_warn_capped(1, SUBSYS, "node board: our file %s/%s is full (%u live entries of "
                        "this user's tenants)", b->dir, b->name, CS_BOARD_ENTRIES);
+    return i >= 0 ? CS_BOARD_POSTED : k >= 0 ? CS_BOARD_POST_FULL : CS_BOARD_POST_NONE;
 }
 
 /* ---- reading ---------------------------------------------------------- */

@@ -189,8 +189,20 @@ struct cs_board;
 struct cs_board *cs__board_open(const char *path);
 void cs__board_close(struct cs_board *b);
 
-/* Publishes one device's entry for our tenant in our own file. */
-void cs__board_post(struct cs_board *b, const struct cs_board_post *p, int64_t now);
+/* What became of a post. */
+enum cs_board_posted {
+    CS_BOARD_POSTED,            /* our entry says p now */
+    CS_BOARD_POST_BUSY,         /* a claim or repair found the file's lock held by another
+                                   process of our pod on every try: next tick */
+    CS_BOARD_POST_FULL,         /* no free entry left in our file */
+    CS_BOARD_POST_NONE,         /* no file of ours to post in (read only, refused, lost) */
+};
+
+/* Publishes one device's entry for our tenant in our own file. An entry
+ * we hold is rewritten in place; claiming one (the first post, or after
+ * it was lost) takes the file's lock. */
+enum cs_board_posted cs__board_post(struct cs_board *b, const struct cs_board_post *p,
+                                    int64_t now);
 
 /* Summarises the other tenants busy on device `uuid` at `now`. Reads every
  * user's file once per `now` (again after a post of ours); the directory

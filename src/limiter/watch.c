@@ -66,6 +66,7 @@
 #define CS_WATCH_DRY_PCT 10              /* queue dry under 10 % of unheld time: filling */
 #define CS_WATCH_BLOCKED_PCT 50          /* or blocked in syncs half of it: filling */
 #define CS_WATCH_FILL_RECENT 2           /* ... and ran something in the last 2 ticks */
+#define CS_WATCH_UNPOSTED_TICKS 10       /* board busy a second in a row: said */
 
 
 static pthread_mutex_t watch_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -102,6 +103,10 @@ static struct {
         struct cs_fair_out fair; /* the last engaged decision (policy default) */
         int yielding_to;         /* higher-priority peers whose launch stamps
                                     our launches wait on (yield on activity) */
+        uint32_t posted_ppm;     /* the share of our last board post */
+        int unposted;            /* ticks in a row our post found the board busy */
+        uint32_t posts_missed;   /* posts the board was busy for, since the
+                                    pacing summary */
     } dev[CS_MAX_DEVICES];
     /* One entry per tick, the last second and one more: the tenant's GPU
      * time, this process's charged time, work and pacing sleep (counters
@@ -417,16 +422,37 @@ static void update_boost(int d, int util, uint32_t own_ppm, int64_t now)
     }
 }
 
+/* Whether our board post went through; a post the board was busy for a
+ * second in a row is said, since until it goes through the other tenants
+ * do not see this one (board.c, "posting"). */
+static void note_post(int d, enum cs_board_posted r, uint32_t ppm)
+{
+    __typeof__(W.dev[0]) *w = &W.dev[d];
+    if (r != CS_BOARD_POST_BUSY) {
+        if (w->unposted >= CS_WATCH_UNPOSTED_TICKS)
+            cs_info(SUBSYS, "device %d: on the node board again after %d ticks", d,
+                    w->unposted);
+        w->unposted = 0;
+        w->posted_ppm = r == CS_BOARD_POSTED ? ppm : 0;
+        return;
+    }
+    w->posts_missed++;
+    if (++w->unposted == CS_WATCH_UNPOSTED_TICKS)
+        cs_info(SUBSYS, "device %d: not on the node board for %d ticks: claiming an entry "
+                "found the file locked by other processes of this pod every time; other "
+                "tenants do not see this one meanwhile", d, w->unposted);
+}
+
 /* Debug, once a second: where our time went (charged GPU time, work,
  * pacing sleeps, the time of our own window that the law's holds left
  * idle, which nobody may use), how far our clock runs ahead of real time,
- * our window, and the process's launch path counts (cushare_limiter_stats). */
+ * our window, the process's launch path counts (cushare_limiter_stats), and
+ * what we posted on the board. */
 static void log_pacing(int d, int64_t now)
 {
     __typeof__(W.dev[0]) *w = &W.dev[d];
     const struct cs_lim_dev *D = &cs__lim_devs[d];
-    if (!cs__log_enabled(CS_LOG_DEBUG) || !__atomic_load_n(&D->engaged, __ATOMIC_RELAXED) ||
-        !__atomic_load_n(&D->own_total, __ATOMIC_RELAXED) ||
+    if (!cs__log_enabled(CS_LOG_DEBUG) || !__atomic_load_n(&D->own_total, __ATOMIC_RELAXED) ||
         now - w->pacing_logged_ns < 1000000000ll)
         return; /* a device we have not run on says nothing */
     uint64_t at[8] = {__atomic_load_n(&D->own_total, __ATOMIC_RELAXED),
@@ -451,11 +477,15 @@ static void log_pacing(int d, int64_t now)
         cs_debug(SUBSYS, "device %d: last %.2f s: charged %.1f ms (work %.1f ms), slept %.1f "
                  "ms, %.1f ms of our window left idle by the law; clock %+.1f ms; window %lld "
                  "us at %lld us of %lld us; process %d: %llu launches, %llu markers, %llu pairs "
-                 "measured, %llu groups by estimate", d, (double)(now - w->pacing_logged_ns) / 1e9,
+                 "measured, %llu groups by estimate; %s, posted share %.1f %%, %u posts "
+                 "missed", d, (double)(now - w->pacing_logged_ns) / 1e9,
                  ms[0], ms[1], ms[2], ms[3], lead, (long long)win.len_ns / 1000,
                  (long long)win.off_ns / 1000, (long long)win.period_ns / 1000, (int)getpid(),
                  (unsigned long long)n[0], (unsigned long long)n[1], (unsigned long long)n[2],
-                 (unsigned long long)n[3]);
+                 (unsigned long long)n[3],
+                 __atomic_load_n(&D->engaged, __ATOMIC_RELAXED) ? "engaged" : "released",
+                 w->posted_ppm / 1e4, w->posts_missed);
+    w->posts_missed = 0;
     w->pacing_logged_ns = now;
     memcpy(w->pacing_at, at, sizeof at);
 }
@@ -885,7 +915,7 @@ static void tick(int64_t now)
                                                 W.dev[d].fair.turns),
                                       .held = held(d), .filling = filling(d)};
             memcpy(p.uuid, cs__device_info(d)->uuid.bytes, 16);
-            cs__board_post(W.board, &p, now);
+            note_post(d, cs__board_post(W.board, &p, now), ppm);
             update_stamp(d, &v);
         }
         /* Pairs spanning several launches measure other contexts' slices

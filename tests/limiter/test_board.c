@@ -3,8 +3,9 @@
  * libraries read it, so the offsets and the check are an ABI, pinned here
  * as golden bytes) and what a tenant learns from it: busy tenants by
  * priority, and the fulfilment of starved limited tenants it yields to
- * (docs/limiter.md, "Fulfilment"). Hostile files: limiter_board_files and
- * limiter_board_hostile.
+ * (docs/limiter.md, "Fulfilment"); and that a tenant stays on the board
+ * while another process of its pod holds the file's lock. Hostile files:
+ * limiter_board_files and limiter_board_hostile.
  */
 #include <fcntl.h>
 #include <stddef.h>
@@ -12,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -87,14 +89,61 @@ static void golden_bytes(const char *file, const uint8_t uuid[16])
     }
 }
 
-static void post(struct cs_board *b, uint64_t tenant, const uint8_t *uuid, int prio,
-                 unsigned limit, unsigned share_ppm, bool starved, int64_t now)
+static enum cs_board_posted post(struct cs_board *b, uint64_t tenant, const uint8_t *uuid,
+                                 int prio, unsigned limit, unsigned share_ppm, bool starved,
+                                 int64_t now)
 {
     struct cs_board_post p = {.tenant = tenant, .priority = prio, .sm_limit = limit,
                               .share_ppm = share_ppm, .busy = share_ppm >= 20000,
                               .starved = starved};
     memcpy(p.uuid, uuid, 16);
-    cs__board_post(b, &p, now);
+    return cs__board_post(b, &p, now);
+}
+
+/* Another process of our pod holds our file's write lock (as it does for
+ * a moment at each of its claims; tenants started together keep their
+ * ticks' phase, so the moment can fall on ours every tick). A tenant that
+ * holds an entry still posts; a newcomer's claim waits for the lock and
+ * says so, and goes through once it is free. */
+static void posts_past_a_busy_lock(struct cs_board *b, const char *file, const uint8_t *gpu,
+                                   int64_t now)
+{
+    CHECK_EQ(post(b, 20, gpu, 0, 75, 100000, false, now), CS_BOARD_POSTED);
+    int held[2], done[2];
+    CHECK(pipe(held) == 0 && pipe(done) == 0);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        close(done[1]); /* so that the parent's close ends our read */
+        int fd = open(file, O_RDWR);
+        struct flock w = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1};
+        char c = 1;
+        if (fd < 0 || fcntl(fd, F_SETLK, &w) || write(held[1], &c, 1) != 1)
+            _exit(1);
+        _exit(read(done[0], &c, 1) == 0 ? 0 : 1); /* holds it until the parent is done */
+    }
+    char c;
+    CHECK_EQ(read(held[0], &c, 1), 1);
+    int64_t t = now + 10 * SEC; /* every earlier post no longer busy */
+    struct cs_board_view v;
+    CHECK_EQ(post(b, 20, gpu, 0, 75, 500000, false, t), CS_BOARD_POSTED);
+    cs__board_view(b, 12, gpu, 0, t, &v);
+    CHECK_EQ(v.busy_higher_or_equal, 1);
+    CHECK_EQ(v.busy_share_ppm, 500000);
+    CHECK_EQ(post(b, 21, gpu, 0, 25, 200000, false, t), CS_BOARD_POST_BUSY);
+    cs__board_view(b, 12, gpu, 0, t, &v);
+    CHECK_EQ(v.busy_share_ppm, 500000);
+    close(done[1]);
+    int status;
+    CHECK_EQ(waitpid(pid, &status, 0), pid);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    close(held[0]);
+    close(held[1]);
+    close(done[0]);
+    CHECK_EQ(post(b, 21, gpu, 0, 25, 200000, false, t), CS_BOARD_POSTED);
+    cs__board_view(b, 12, gpu, 0, t, &v);
+    CHECK_EQ(v.busy_higher_or_equal, 2);
+    CHECK_EQ(v.busy_share_ppm, 700000);
 }
 
 /* Launch stamps: our entry's stamp is a shared mapping of the stamps
@@ -196,6 +245,8 @@ int main(void)
     cs__board_view(b, 12, gpu0, 0, now + 2 * SEC, &v);
     CHECK_EQ(v.busy_higher_or_equal, 1);
     cs__board_close(b2);
+
+    posts_past_a_busy_lock(b, file, gpu0, now + 3 * SEC);
 
     cs__board_close(b);
     unlink(file);

@@ -37,7 +37,8 @@
 # Optional: REPS (3), SECS (3), WARMUP (1), SETTLE (1 s of rest between
 # windows), BUDGET (seconds of fair.py; 420 / 330 for the parts, 0 = none), MIXES
 # ("a,b": mix names above), SWEEP ("hog2048,hog4096,hog,hog16384"; "" for
-# none), FAIR_FORCE=0 (leave out the force runs), NODE_TRACE=1 (node.jsonl:
+# none), FAIR_FORCE=0 (leave out the force runs), OVERHEAD=0 (PART=2
+# without the no-regression checks), NODE_TRACE=1 (node.jsonl:
 # the node view every 0.5 s), FRESH=1 (start each window's tenants for it
 # instead of warm ones: slow, to check that idle tenants change nothing),
 # PIN=0 (leave the tenants unpinned; on the GPU each tenant of a mix gets
@@ -180,7 +181,7 @@ overhead() {
     return $orc
 }
 orc=0
-if [ "$PART" != 1 ]; then
+if [ "$PART" != 1 ] && [ "${OVERHEAD:-1}" != 0 ]; then
     overhead > "$OUT/overhead.txt" 2>&1
     orc=$?
     [ $rc -eq 0 ] && [ $orc -ne 0 ] && rc=1
