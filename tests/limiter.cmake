@@ -14,6 +14,8 @@ endfunction()
 
 cs_limiter_test(limiter_law test_law.c ${CMAKE_SOURCE_DIR}/src/limiter/law.c
   LABELS sanitize)
+cs_limiter_test(limiter_sig test_sig.c ${CMAKE_SOURCE_DIR}/src/limiter/sig.c
+  LABELS sanitize)
 cs_limiter_test(limiter_fair test_fair.c ${CMAKE_SOURCE_DIR}/src/limiter/fair.c
   LABELS sanitize)
 cs_limiter_test(limiter_board test_board.c ${CMAKE_SOURCE_DIR}/src/limiter/board.c

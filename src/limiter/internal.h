@@ -7,6 +7,7 @@
  *   board.c    the node board: tenants' priority and recent activity
  *   suspend.c  the optional HAMi signal handlers (suspend and resume)
  *   law.c      the control law (pure)
+ *   sig.c      what a launch signature costs (pure)
  *   shape.c    what part of the GPU a launch can hold (MPS devices)
  *
  * Locking: each device has one mutex (struct cs_lim_dev.mu) over its
@@ -29,6 +30,7 @@
 #include "ledger/ledger.h"
 #include "limiter/law.h"
 #include "limiter/limiter.h"
+#include "limiter/sig.h"
 
 #define CS_LIM_FIFO 512          /* start/end pairs in flight per stream */
 #define CS_LIM_STREAMS 64        /* stream records per device */
@@ -42,8 +44,6 @@
                                     takes the slow path, charged for all 32 */
 #define CS_LIM_GROUP 8           /* launches one marker pair may span */
 #define CS_LIM_SIGS 256          /* signature table entries per device (hashed) */
-#define CS_LIM_SIG_WINDOW 16     /* minimum over the last 16..32 measurements */
-#define CS_LIM_SIG_SLACK_PCT 5   /* charge at most the minimum + 5 % */
 #define CS_LIM_OCC_FULL 1000000u /* a launch that can hold the whole GPU, ppm */
 
 /* A context we record markers in: its device and a pool of free events. */
@@ -83,16 +83,6 @@ struct cs_lim_group {
 struct cs_lim_occ {
     uint64_t sig;                /* 0 = empty */
     uint32_t ppm;
-};
-
-/* Recent contention-free GPU time of one launch signature (device mutex
- * held): the minimum over two half-windows of CS_LIM_SIG_WINDOW
- * measurements, and an average of what its launches were charged. */
-struct cs_lim_sig {
-    uint64_t key;                /* signature; 0 = empty */
-    int64_t min_cur, min_prev;   /* ns; 0 = none yet */
-    int64_t charged;             /* EMA of charged ns: estimate of a launch */
-    uint32_t n;                  /* measurements in the current half-window */
 };
 
 /* One stream (or default stream) the tenant launched to on a device. */
@@ -216,6 +206,14 @@ void cs__lim_set_quiet(int d, const struct cs_lim_quiet *q, int n, int64_t quiet
 /* Harvests completed pairs of device d (its mutex held): publishes the
  * measured GPU time in our slot and charges the tenant's clock. */
 void cs__lim_harvest_locked(int d, int64_t now);
+
+/* For the pacing debug line (takes device d's mutex): how far our queue's
+ * estimated end runs ahead of `now` (0 when drained), and the largest
+ * estimate and minimum any known signature holds. */
+struct cs_lim_queue_view {
+    int64_t queue_ahead_ns, sig_est_max_ns, sig_min_max_ns;
+};
+struct cs_lim_queue_view cs__lim_queue_view(int d, int64_t now);
 
 /* The tenant's other processes (tenant.c). others[d] is a monotonic sum
  * of the GPU time their slots published since we first saw them. */

@@ -477,24 +477,13 @@ static struct cs_lim_stream *stream_get(struct cs_lim_dev *D, struct cs_lim_ctx 
     return st;
 }
 
-/* ---- signatures: charge the contention-free time ------------------------ */
+/* ---- signatures: charge the contention-free time (sig.h) ----------------- */
 
-/* On a GPU that time-slices contexts, an event pair around our kernel also
- * spans the slices other contexts ran in. A launch is therefore charged at
- * most its signature's recent minimum (+ CS_LIM_SIG_SLACK_PCT); alone on the
- * GPU the measurement is about the minimum and nothing changes. A signature
- * seen for the first time (or just evicted by a hash collision) is charged
- * as measured. Device mutex held. */
+/* The entry of signature key (device mutex held); a hash collision evicts
+ * the older one. */
 static struct cs_lim_sig *sig_slot(struct cs_lim_dev *D, uint64_t key)
 {
     return &D->sigs[(key * 0x9e3779b97f4a7c15ull) >> 56 & (CS_LIM_SIGS - 1)];
-}
-
-static int64_t sig_min(const struct cs_lim_sig *e)
-{
-    if (!e->min_cur || (e->min_prev && e->min_prev < e->min_cur))
-        return e->min_prev;
-    return e->min_cur;
 }
 
 /* GPU time ns of a launch that can hold occ ppm of the GPU, as a charge
@@ -517,13 +506,15 @@ static const struct cs_lim_sig *sig_known(struct cs_lim_dev *D, uint64_t key)
 static int64_t sig_work(struct cs_lim_dev *D, uint64_t key, int64_t charged, uint32_t occ)
 {
     const struct cs_lim_sig *e = sig_known(D, key);
-    int64_t mn = e ? occ_scale(sig_min(e), occ) : 0;
+    int64_t mn = e ? occ_scale(cs__sig_min(e), occ) : 0;
     return mn > 0 && mn < charged ? mn : charged;
 }
 
-/* Also stores in *work what the launch did: its measurement, at most the
- * signature's minimum (without slack). Throughput, unlike time, is not
- * inflated by a co-tenant's slices or a cold cache after a switch. */
+/* What a launch of signature key measured `ns` is charged (sig.h), scaled
+ * by its occupancy occ. Also stores in *work what the launch did: its
+ * measurement, at most the signature's minimum (without slack). Throughput,
+ * unlike time, is not inflated by a co-tenant's slices or a cold cache
+ * after a switch. */
 static int64_t sig_charge(struct cs_lim_dev *D, uint64_t key, int64_t ns, int64_t *work,
                           uint32_t occ)
 {
@@ -535,33 +526,21 @@ static int64_t sig_charge(struct cs_lim_dev *D, uint64_t key, int64_t ns, int64_
         memset(e, 0, sizeof *e);
         e->key = key;
     }
-    int64_t mn = sig_min(e), charged = ns;
-    if (mn > 0 && charged > mn + mn * CS_LIM_SIG_SLACK_PCT / 100)
-        charged = mn + mn * CS_LIM_SIG_SLACK_PCT / 100;
-    if (e->n >= CS_LIM_SIG_WINDOW) {
-        e->min_prev = e->min_cur;
-        e->min_cur = 0;
-        e->n = 0;
-    }
-    if (!e->min_cur || ns < e->min_cur)
-        e->min_cur = ns;
-    e->n++;
-    charged = occ_scale(charged, occ);
-    e->charged = e->charged ? e->charged + (charged - e->charged) / 4 : charged;
+    int64_t charged = occ_scale(cs__sig_measure(e, ns), occ);
+    cs__sig_note_charge(e, charged);
     return charged;
 }
 
 /* How long a launch of signature key keeps the GPU busy when nothing else
  * runs, as far as we know: its recent minimum, else `est`. What decides
- * whether our queue drains before our window ends: the estimate (an average
- * of charges, which run up to CS_LIM_SIG_SLACK_PCT over the minimum) made
- * the GPU run dry early at the end of every window (0.4 ms of a 10 ms
- * window on the H200); a queue that drains a few us late costs nobody
+ * whether our queue drains before our window ends: judged by the estimate
+ * (charges run up to the slack over the minimum), the GPU ran dry early at
+ * the end of every window; a queue that drains a few us late costs nobody
  * work, the next owner's launches queue behind it. */
 static int64_t sig_drain(struct cs_lim_dev *D, uint64_t key, int64_t est)
 {
     const struct cs_lim_sig *e = sig_known(D, key);
-    int64_t mn = e ? sig_min(e) : 0;
+    int64_t mn = e ? cs__sig_min(e) : 0;
     return mn > 0 ? mn : est;
 }
 
@@ -569,7 +548,7 @@ static int64_t sig_drain(struct cs_lim_dev *D, uint64_t key, int64_t est)
 static int64_t sig_estimate(struct cs_lim_dev *D, uint64_t key)
 {
     const struct cs_lim_sig *e = sig_known(D, key);
-    return e ? e->charged : 0;
+    return e ? cs__sig_estimate(e) : 0;
 }
 
 /* Harvests one stream; adds the estimates of what it measured to *est_done. */
@@ -745,6 +724,26 @@ void cs__lim_harvest_locked(int d, int64_t now)
         cs__law_charge(&D->law, own, est_done, now);
     else
         cs__law_pending(&D->law, -est_done);
+}
+
+struct cs_lim_queue_view cs__lim_queue_view(int d, int64_t now)
+{
+    struct cs_lim_dev *D = &cs__lim_devs[d];
+    struct cs_lim_queue_view v = {0};
+    pthread_mutex_lock(&D->mu);
+    if (D->queue_end_ns > now)
+        v.queue_ahead_ns = D->queue_end_ns - now;
+    for (int i = 0; i < CS_LIM_SIGS; i++) {
+        const struct cs_lim_sig *e = &D->sigs[i];
+        if (!e->key)
+            continue;
+        if (cs__sig_estimate(e) > v.sig_est_max_ns)
+            v.sig_est_max_ns = cs__sig_estimate(e);
+        if (cs__sig_min(e) > v.sig_min_max_ns)
+            v.sig_min_max_ns = cs__sig_min(e);
+    }
+    pthread_mutex_unlock(&D->mu);
+    return v;
 }
 
 /* ---- the launch path ---------------------------------------------------- */

@@ -473,13 +473,17 @@ static void log_pacing(int d, int64_t now)
     int64_t v = vt ? __atomic_load_n(vt, __ATOMIC_RELAXED) : 0;
     double lead = v ? (double)(v - now) / 1e6 : 0;
     struct cs_window win = cs__lim_window_unpack(__atomic_load_n(&D->window, __ATOMIC_RELAXED));
+    struct cs_lim_queue_view q = cs__lim_queue_view(d, now);
     if (w->pacing_logged_ns)
         cs_debug(SUBSYS, "device %d: last %.2f s: charged %.1f ms (work %.1f ms), slept %.1f "
-                 "ms, %.1f ms of our window left idle by the law; clock %+.1f ms; window %lld "
+                 "ms, %.1f ms of our window left idle by the law; clock %+.1f ms; queue ends "
+                 "in %.2f ms; launch estimates up to %.3f ms (minimum up to %.3f ms); window %lld "
                  "us at %lld us of %lld us; process %d: %llu launches, %llu markers, %llu pairs "
                  "measured, %llu groups by estimate; %s, posted share %.1f %%, %u posts "
                  "missed", d, (double)(now - w->pacing_logged_ns) / 1e9,
-                 ms[0], ms[1], ms[2], ms[3], lead, (long long)win.len_ns / 1000,
+                 ms[0], ms[1], ms[2], ms[3], lead, (double)q.queue_ahead_ns / 1e6,
+                 (double)q.sig_est_max_ns / 1e6, (double)q.sig_min_max_ns / 1e6,
+                 (long long)win.len_ns / 1000,
                  (long long)win.off_ns / 1000, (long long)win.period_ns / 1000, (int)getpid(),
                  (unsigned long long)n[0], (unsigned long long)n[1], (unsigned long long)n[2],
                  (unsigned long long)n[3],
