@@ -14,6 +14,8 @@ fakecuda_test(fake_multiprocess_memory test_fake_multiprocess_memory.c
   LIBS fakecuda_driver fakecuda_nvml)
 fakecuda_test(fake_time_model test_fake_time_model.c
   LIBS fakecuda_driver fakecuda_nvml)
+# Work reaching the device after a submission latency (FAKECUDA_SUBMIT_US).
+fakecuda_test(fake_submit test_fake_submit.c LIBS fakecuda_driver fakecuda_nvml)
 # The time-slicing device (FAKECUDA_TIMESLICE_US, fake_slice.c).
 fakecuda_test(fake_timeslice test_fake_timeslice.c
   LIBS fakecuda_driver fakecuda_nvml)

@@ -1112,13 +1112,30 @@ void cs__limiter_pace(struct cs_lim_ticket *t, CUstream stream, enum cs_lim_path
     }
 }
 
+/* Whether the next launch would be held now, by the law or outside our
+ * window (device mutex held; only while engaged). */
+static bool held_next(struct cs_lim_dev *D, int64_t now)
+{
+    if (!__atomic_load_n(&D->engaged, __ATOMIC_RELAXED))
+        return false;
+    if (cs__law_wait(&D->law, now))
+        return true;
+    struct cs_window w = window_of(D);
+    int64_t queued = D->queue_end_ns > now ? D->queue_end_ns - now : 0;
+    return w.len_ns && cs__law_window_wait(&w, queued, now) != 0;
+}
+
 /* After the launch of a ticket that joined or opened a group (device
  * mutex held): a failed launch leaves it. It is closed right behind this
  * launch when full, when its launches cannot be told apart (no signature
  * or no estimate yet), when the GPU has reached its start already
- * (nothing queued, so no later launch could join it without a gap), or
- * when it is a free-path sample (a weight over one): the launches the free
- * path lets go next would land inside its span uncounted. */
+ * (nothing queued, so no later launch could join it without a gap), when
+ * it is a free-path sample (a weight over one): the launches the free
+ * path lets go next would land inside its span uncounted, or when the
+ * next launch would be held: by then the GPU has most likely run the
+ * group, which would be dropped and charged by estimate, never measured —
+ * and a tenant held between single launches would then never correct an
+ * estimate that a first measurement beside busy contexts inflated. */
 static void group_after_launch(struct cs_lim_dev *D, struct cs_lim_stream *st,
                                const struct cs_lim_ticket *t, CUresult launched, int64_t now)
 {
@@ -1140,7 +1157,8 @@ static void group_after_launch(struct cs_lim_dev *D, struct cs_lim_stream *st,
         __atomic_store_n(&s->last_launch_ns[st->cx->dev], (uint64_t)now, __ATOMIC_RELAXED);
     struct cs_capture_guard cg;
     cs__capture_unsafe_begin(&cg);
-    if (g->n >= CS_LIM_GROUP || !g->sig || !t->est || t->weight > 1 || !group_queued(st))
+    if (g->n >= CS_LIM_GROUP || !g->sig || !t->est || t->weight > 1 || !group_queued(st) ||
+        held_next(D, now))
         group_close(D, st, now);
     cs__capture_unsafe_end(&cg);
 }

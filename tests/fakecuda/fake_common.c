@@ -71,6 +71,7 @@ static void read_config(void)
     if (!fc_cfg.util_window_ns)
         fc_cfg.util_window_ns = 1000000000ULL;
     fc_cfg.ctx_switch_ns = env_u64("FAKECUDA_CTX_SWITCH_US", 0, 0) * 1000ULL;
+    fc_cfg.submit_ns = env_u64("FAKECUDA_SUBMIT_US", 0, 0) * 1000ULL;
     fc_cfg.timeslice_ns = env_u64("FAKECUDA_TIMESLICE_US", 0, 0) * 1000ULL;
     fc_cfg.power_busy_w = env_u64("FAKECUDA_POWER_BUSY_W", 0, 0);
     fc_cfg.power_idle_w = env_u64("FAKECUDA_POWER_IDLE_W", 100, 0);
@@ -859,7 +860,8 @@ uint64_t fc_schedule(int dev, const struct fc_work *w)
     struct fakecuda_device *D = &fc_S->dev[dev];
     int pid = getpid();
     int mps = (__atomic_load_n(&fc_mps_mask, __ATOMIC_RELAXED) >> dev) & 1u;
-    uint64_t now = fc_now_ns();
+    /* Work reaches the device fc_cfg.submit_ns after it is submitted. */
+    uint64_t now = fc_now_ns() + fc_cfg.submit_ns;
     uint64_t ready = w->not_before > now ? w->not_before : now;
     uint64_t start = ready, end, mine = w->dur, fresh = w->dur;
     if (fc_slice_on(dev)) { /* timed later, as the device runs it */
@@ -900,7 +902,7 @@ uint64_t fc_schedule(int dev, const struct fc_work *w)
 uint64_t fc_event_ns(int dev, uint64_t tail, int timeslice)
 {
     struct fakecuda_device *D = &fc_S->dev[dev];
-    uint64_t now = fc_now_ns();
+    uint64_t now = fc_now_ns() + fc_cfg.submit_ns;
     uint64_t t = tail > now ? tail : now;
     fakecuda_lock(&D->lock);
     if ((__atomic_load_n(&fc_mps_mask, __ATOMIC_RELAXED) >> dev) & 1u)

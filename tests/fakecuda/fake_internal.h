@@ -37,6 +37,7 @@ struct fc_config {
     uint64_t graph_ns;        /* FAKECUDA_GRAPH_US * 1000 */
     uint64_t util_window_ns;  /* FAKECUDA_UTIL_WINDOW_MS * 1e6 */
     uint64_t ctx_switch_ns;   /* FAKECUDA_CTX_SWITCH_US * 1e3 */
+    uint64_t submit_ns;       /* FAKECUDA_SUBMIT_US * 1e3 */
     uint64_t timeslice_ns;    /* FAKECUDA_TIMESLICE_US * 1e3 (0: FIFO timeline) */
     uint64_t power_busy_w;    /* FAKECUDA_POWER_BUSY_W (0: no power/DVFS model) */
     uint64_t power_idle_w;    /* FAKECUDA_POWER_IDLE_W */
