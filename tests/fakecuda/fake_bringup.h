@@ -1,8 +1,8 @@
 /*
  * How a fake-driver test starts: the driver up with device 0's primary
- * context current, and a kernel to launch (the fake takes any image; a
+ * context current, a kernel to launch (the fake takes any image; a
  * kernel's time is its blocks times FAKECUDA_NS_PER_BLOCK, whatever its
- * name).
+ * name), and a stream with two events to time it.
  */
 #ifndef CS_TESTS_FAKE_BRINGUP_H
 #define CS_TESTS_FAKE_BRINGUP_H
@@ -31,6 +31,14 @@ static inline CUfunction fake_kernel(const char *name, CUmodule *mod)
     if (mod)
         *mod = m;
     return f;
+}
+
+/* A stream of its own and two events to time work on it with. */
+static inline void fake_timed_stream(CUstream *s, CUevent *e0, CUevent *e1)
+{
+    CHECK_EQ(cuStreamCreate(s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    CHECK_EQ(cuEventCreate(e0, CU_EVENT_DEFAULT), CUDA_SUCCESS);
+    CHECK_EQ(cuEventCreate(e1, CU_EVENT_DEFAULT), CUDA_SUCCESS);
 }
 
 #endif

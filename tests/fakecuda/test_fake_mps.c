@@ -1006,9 +1006,7 @@ static void child_events(int dev, const char *pct, unsigned blocks, uint64_t exp
     CUfunction f = fake_kernel("k", NULL);
     CUstream s;
     CUevent e0, e1;
-    CHECK_EQ(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
-    CHECK_EQ(cuEventCreate(&e0, CU_EVENT_DEFAULT), CUDA_SUCCESS);
-    CHECK_EQ(cuEventCreate(&e1, CU_EVENT_DEFAULT), CUDA_SUCCESS);
+    fake_timed_stream(&s, &e0, &e1);
     int64_t t0 = cs_now_ns();
     CHECK_EQ(cuEventRecord(e0, s), CUDA_SUCCESS);
     CHECK_EQ(cuLaunchKernel(f, blocks, 1, 1, 128, 1, 1, 0, s, NULL, NULL), CUDA_SUCCESS);

@@ -27,9 +27,7 @@ int main(void)
     CUfunction f = fake_kernel("spin", NULL);
     CUstream s;
     CUevent e0, e1;
-    CHECK_EQ(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
-    CHECK_EQ(cuEventCreate(&e0, CU_EVENT_DEFAULT), CUDA_SUCCESS);
-    CHECK_EQ(cuEventCreate(&e1, CU_EVENT_DEFAULT), CUDA_SUCCESS);
+    fake_timed_stream(&s, &e0, &e1);
 
     /* An event on an idle device: not complete right after the record. */
     int64_t t0 = cs_now_ns();

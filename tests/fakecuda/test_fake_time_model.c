@@ -53,9 +53,7 @@ int main(void)
     CUfunction f = fake_kernel("spin", NULL);
     CUstream s;
     CUevent e0, e1;
-    CHECK_EQ(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
-    CHECK_EQ(cuEventCreate(&e0, CU_EVENT_DEFAULT), CUDA_SUCCESS);
-    CHECK_EQ(cuEventCreate(&e1, CU_EVENT_DEFAULT), CUDA_SUCCESS);
+    fake_timed_stream(&s, &e0, &e1);
 
     /* Malformed launches are refused and take no time. */
     CHECK_EQ(cuLaunchKernel(f, 0, 1, 1, 1, 1, 1, 0, s, NULL, NULL), CUDA_ERROR_INVALID_VALUE);

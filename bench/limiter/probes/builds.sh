@@ -16,13 +16,9 @@ root=$(cd "$(dirname "$0")/../../.." && pwd)
 mkdir -p "$OUT"
 : > "$OUT/summary.txt"
 { date -u; nvidia-smi -L; git -C "$root" log --oneline -1; } > "$OUT/env.txt" 2>&1
-for b in "$@"; do
-    name=${b%%=*} src=$(cd "${b#*=}" && pwd) build=$root/build-${b%%=*}
-    mkdir -p "$build"
-    { cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release &&
-        cmake --build "$build" -j"$(nproc)" --target libcushare cushare_cli limiter_workload; } \
-        > "$OUT/$name-build.log" 2>&1 || { echo "$name: build failed" | tee -a "$OUT/summary.txt"; continue; }
-done
+# shellcheck source=bench/limiter/probes/build_each.sh
+. "$(dirname "$0")/build_each.sh"
+build_each "$OUT" "libcushare cushare_cli limiter_workload" "$@"
 for b in "$@"; do
     name=${b%%=*} build=$root/build-${b%%=*}
     [ -x "$build/cushare" ] || continue

@@ -21,29 +21,25 @@ root=$(cd "$(dirname "$0")/../../.." && pwd)
 mkdir -p "$OUT"
 : > "$OUT/summary.txt"
 REPS=${REPS:-3} HOG_SECS=${HOG_SECS:-5} REST=${REST:-2} SECS=${SECS:-3} WARMUP=${WARMUP:-0.2}
-PY="python3 $root/bench/limiter/matmul.py"
-for b in "$@"; do
-    name=${b%%=*} src=$(cd "${b#*=}" && pwd) build=$root/build-${b%%=*}
-    mkdir -p "$build"
-    { cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release &&
-        cmake --build "$build" -j"$(nproc)" --target libcushare cushare_cli; } \
-        > "$OUT/$name-build.log" 2>&1 || { echo "$name: build failed" | tee -a "$OUT/summary.txt"; exit 1; }
-done
+PY=(python3 "$root/bench/limiter/matmul.py")
+# shellcheck source=bench/limiter/probes/build_each.sh
+. "$(dirname "$0")/build_each.sh"
+build_each "$OUT" "libcushare cushare_cli" "$@" || exit 1
 rate() { sed -n 's/^RESULT .* rate=\([0-9.]*\).*/\1/p'; }
 mono_ns() { python3 -c 'import time; print(time.clock_gettime_ns(time.CLOCK_MONOTONIC))'; }
-alone=$($PY --secs "$SECS" --warmup 1 2>/dev/null | rate)
+alone=$("${PY[@]}" --secs "$SECS" --warmup 1 2>/dev/null | rate)
 echo "tenant alone (native): $alone products/s" | tee -a "$OUT/summary.txt"
 for r in $(seq 1 "$REPS"); do
     for b in "$@"; do
         name=${b%%=*} build=$root/build-${b%%=*}
-        $PY --n 16384 --batch 1 --secs "$HOG_SECS" --warmup 0 > /dev/null 2>&1 &
+        "${PY[@]}" --n 16384 --batch 1 --secs "$HOG_SECS" --warmup 0 > /dev/null 2>&1 &
         hog=$!
         sleep 2
         # The tenant starts measuring REST seconds after the hog's last product
         # at the latest (the hog's set-up takes a few seconds of its own).
         start=$(( $(mono_ns) + (HOG_SECS + 4 + ${REST%.*}) * 1000000000 ))
         CUSHARE_LOG_LEVEL=debug "$build/cushare" run --sm 25 --policy force -- \
-            $PY --start-mono "$start" --warmup "$WARMUP" --secs "$SECS" > "$OUT/$name-$r.log" 2>&1 &
+            "${PY[@]}" --start-mono "$start" --warmup "$WARMUP" --secs "$SECS" > "$OUT/$name-$r.log" 2>&1 &
         tenant=$!
         wait "$hog"
         wait "$tenant"
