@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
-# The determinism proof: the plain CTest suite N times in a row
-# on one CPU (`taskset -c 0`), then N times with two CPU hogs running (one
-# busy loop pinned to CPU 0, one free to run anywhere), stopping at the
-# first failing run. A test that passes only by scheduling luck fails here.
+# The determinism proof: the plain CTest suite N times in a row on one
+# CPU (`taskset -c 0`, or --cpu), then N times with two CPU hogs running
+# (one busy loop pinned to that CPU, one free to run anywhere), stopping at
+# the first failing run. A test that passes only by scheduling luck fails here.
 #
 #   scripts/repeat_suite.sh [-n N] [--build DIR] [--jobs J] [--only pinned|hogs]
-#                           [--log DIR] [-- CTEST_ARGS...]
+#                           [--cpu C] [--log DIR] [-- CTEST_ARGS...]
 #     -n       runs per phase (default 20)
 #     --build  configured and built build directory (default: build next to
 #              scripts/; run `make` first)
 #     --jobs   ctest -j (default 2, as CI runs it)
 #     --only   run one phase only
+#     --cpu    the CPU of the pinned phase and of the pinned busy loop
+#              (default 0; two checkouts can then run their pinned phases
+#              side by side, one CPU each)
 #     --log    where each run's ctest output goes (default: a fresh temp dir,
 #              kept and named on failure)
 #     CTEST_ARGS  extra ctest arguments, e.g. -R ledger_ for a quick check
@@ -21,10 +24,10 @@
 # Exit 0: every run passed; 1: a run failed; 2: usage or set-up error.
 set -u
 
-usage() { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; }
 
 here=$(cd "$(dirname "$0")" && pwd)
-n=20 build="$here/../build" jobs=2 only="" log=""
+n=20 build="$here/../build" jobs=2 only="" log="" cpu=0
 ctest_args=()
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -32,6 +35,7 @@ while [ $# -gt 0 ]; do
     --build) build=${2:-}; shift 2 ;;
     --jobs) jobs=${2:-}; shift 2 ;;
     --only) only=${2:-}; shift 2 ;;
+    --cpu) cpu=${2:-}; shift 2 ;;
     --log) log=${2:-}; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     --) shift; ctest_args=("$@"); break ;;
@@ -40,6 +44,7 @@ while [ $# -gt 0 ]; do
 done
 case "$n" in ''|*[!0-9]*|0) echo "repeat_suite: -n wants a positive integer, got '$n'" >&2; exit 2 ;; esac
 case "$jobs" in ''|*[!0-9]*|0) echo "repeat_suite: --jobs wants a positive integer, got '$jobs'" >&2; exit 2 ;; esac
+case "$cpu" in ''|*[!0-9]*) echo "repeat_suite: --cpu wants a CPU number, got '$cpu'" >&2; exit 2 ;; esac
 case "$only" in ''|pinned|hogs) ;; *) echo "repeat_suite: --only wants pinned or hogs, got '$only'" >&2; exit 2 ;; esac
 if [ ! -f "$build/CTestTestfile.cmake" ]; then
     echo "repeat_suite: no built suite in '$build' (run make, or pass --build DIR)" >&2
@@ -64,7 +69,7 @@ stop_hogs() {
 trap 'stop_hogs' EXIT
 trap 'stop_hogs; exit 130' INT TERM
 start_hogs() {
-    taskset -c 0 sh -c 'while :; do :; done' & hogs+=($!)
+    taskset -c "$cpu" sh -c 'while :; do :; done' & hogs+=($!)
     sh -c 'while :; do :; done' & hogs+=($!)
 }
 
@@ -73,7 +78,7 @@ summary=""
 run_phase() {
     local name=$1 i t0 t1 secs rc out min="" max=0 sum=0
     local -a prefix=()
-    [ "$name" = pinned ] && prefix=(taskset -c 0)
+    [ "$name" = pinned ] && prefix=(taskset -c "$cpu")
     [ "$name" = hogs ] && start_hogs
     for i in $(seq 1 "$n"); do
         out="$log/$name-$i.txt"
