@@ -1113,10 +1113,12 @@ void cs__limiter_pace(struct cs_lim_ticket *t, CUstream stream, enum cs_lim_path
 }
 
 /* Whether the next launch would be held now, by the law or outside our
- * window (device mutex held; only while engaged). */
+ * window (device mutex held). Only while engaged with the law running:
+ * the watcher may engage us between this launch's turn and now, before
+ * any launch has started the law. */
 static bool held_next(struct cs_lim_dev *D, int64_t now)
 {
-    if (!__atomic_load_n(&D->engaged, __ATOMIC_RELAXED))
+    if (!D->law_running || !__atomic_load_n(&D->engaged, __ATOMIC_RELAXED))
         return false;
     if (cs__law_wait(&D->law, now))
         return true;
