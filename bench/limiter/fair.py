@@ -14,8 +14,12 @@ and reports, as medians over --reps repetitions with their spread
 (min..max): every tenant's speed as a fraction of its alone speed, the
 mix's aggregate (the sum of those fractions) against plain time-slicing's
 measured in the same repetition, and the decode tenant's p99 call (and
-step) latency against alone. Verdicts are on the worst repetition
-(fair_report.py holds the arithmetic and the targets).
+step) latency against alone. Verdicts are on the worst run: --group G
+takes G consecutive repetitions as one run, whose figures are the medians
+of theirs (G 1, the default: a run is one repetition; a lone decode
+loop's speed moves by a quarter between windows, so one slow window
+decides a verdict of G 1). fair_report.py holds the arithmetic and the
+targets.
 
 --sweep HOG (repeatable) adds the priority bound: the decode tenant at a
 higher priority beside hog workload HOG, time-sliced and prioritised, with
@@ -36,7 +40,7 @@ and step_p99_ms too for a decode workload, kernel_ms when asked).
 
     fair.py --cushare PATH --workload NAME=CMD ... [--mix NAME] ...
             [--sweep HOG] ... [--secs S] [--warmup W] [--settle S] [--reps R]
-            [--budget S] [--out DIR] [--slack F]
+            [--group G] [--budget S] [--out DIR] [--slack F]
 
 Exit status: 0 every target met, 1 a target missed, 2 usage error, 3 a
 tenant failed (named on stderr; its output is in fair-bench.log).
@@ -82,6 +86,9 @@ def parse(argv=None):
                    help="start the tenants of each window for it (no idle tenants beside it; "
                         "each window pays the set-up)")
     p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--group", type=int, default=1,
+                   help="repetitions per run: verdicts on the worst run's medians (--reps must "
+                        "be a multiple)")
     p.add_argument("--slack", type=float, default=0.03)
     p.add_argument("--budget", type=float, default=0,
                    help="seconds from the start: begin no repetition that would end later (0: none)")
@@ -108,6 +115,9 @@ def parse(argv=None):
                 p.error(f"--sweep {h}: needs --workload {w}=COMMAND")
     if a.reps < 1 or a.secs <= 0 or a.warmup < 0 or a.settle < 0:
         p.error("--reps must be >= 1, --secs > 0, --warmup and --settle >= 0")
+    if a.group < 1 or a.reps % a.group:
+        p.error(f"--group {a.group}: must be >= 1 and divide --reps {a.reps} "
+                f"(a run is --group repetitions)")
     return a
 
 
@@ -260,7 +270,10 @@ def main(argv=None):
     mixes = mixes_of(a)
     kinds = sorted({w for m in mixes.values() for w, _ in m[0]})
     say(f"fair-share benchmark: {a.reps} repetitions, {a.secs} s measured after {a.warmup} s, "
-        f"{a.settle} s rest between windows, configurations alternated; medians (min..max)")
+        f"{a.settle} s rest between windows, configurations alternated; medians (min..max)"
+        + (f" of {a.reps // a.group} run{'s' if a.reps > a.group else ''}, "
+           f"each the median of {a.group} repetitions"
+           if a.group > 1 else ""))
     slots = core_slots(max(len(t) for t, _, _ in mixes.values()), physical_cores()) if a.pin else []
     if a.pin:
         say("tenants pinned: " + ("; ".join(f"tenant {i} on CPUs "
@@ -356,7 +369,8 @@ def finish(a, say, mixes, alone, got, done, took):
         if done:
             # A sweep point shows the bound; only decode+hog is judged.
             lines, v = fair_report.judge_mix(m, tenants, saturating, configs, alone, got[m], done,
-                                             a.slack, judged=not m.startswith("priority sweep"))
+                                             a.slack, judged=not m.startswith("priority sweep"),
+                                             group=a.group)
             for x in lines:
                 say(x)
             verdicts += v
@@ -366,9 +380,10 @@ def finish(a, say, mixes, alone, got, done, took):
     if sweep and done:
         say("\n== priority bound: decode (25, priority 0) beside hogs of several kernel lengths "
             "(priority 1); medians (min..max) of % of alone and x alone")
-        for x in fair_report.sweep_lines(sweep, done):
+        for x in fair_report.sweep_lines(sweep, done, a.group):
             say(x)
-    say("\n== targets (worst of the repetitions)")
+    say("\n== targets (worst of the " + (f"runs of {a.group} repetitions)" if a.group > 1
+                                         else "repetitions)"))
     for x in fair_report.summary_lines(verdicts):
         say(x)
     missed = [x for x in verdicts if not x[1]]

@@ -11,8 +11,10 @@ A tenant's speed and latency are taken against its workload's alone
 figures as the median over the repetitions: a lone decode loop's speed
 moves by a quarter between windows of one run, and one lone window beside
 each repetition would carry that into every fraction. Targets are judged
-on the worst repetition (docs/limiter.md, "Floors, work conservation and
-priority").
+on the worst run (docs/limiter.md, "Floors, work conservation and
+priority"): a run is `group` consecutive repetitions and its figure the
+median of theirs (group 1: a run is a repetition), so a window that a
+noisy CPU slowed moves no verdict unless most of its run's are slowed.
 """
 import math
 import statistics
@@ -44,6 +46,16 @@ def fmt(v, scale=100.0, digits=1):
     return f"{m * scale:.{digits}f} ({lo * scale:.{digits}f}..{hi * scale:.{digits}f})"
 
 
+def runs(v, group=1):
+    """Per run of `group` consecutive repetitions, the median of v over
+    them; a last run with fewer repetitions is left out (none is left out
+    when there are fewer repetitions than one run)."""
+    if group <= 1:
+        return list(v)
+    n = max(len(v) // group, 1)
+    return [statistics.median(v[k * group:(k + 1) * group]) for k in range(n)]
+
+
 def alone_ref(alone, w, reps, key="rate"):
     """Workload w's alone `key` as the median over the repetitions (NaN
     when a repetition lacks it)."""
@@ -70,10 +82,13 @@ def floor_of(tenants, i):
     return tenants[i][1] / sum(lim for _, lim in tenants)
 
 
-def judge_mix(name, tenants, saturating, configs, alone, got, reps, slack=0.03, judged=True):
+def judge_mix(name, tenants, saturating, configs, alone, got, reps, slack=0.03, judged=True,
+              group=1):
     """The table of one mix and its verdicts: (lines, [(target, ok, what)]);
-    with judged False only the table (a point of the priority sweep)."""
+    with judged False only the table (a point of the priority sweep).
+    Every figure is per run of `group` repetitions (runs())."""
     lines, verdicts = [], []
+    R = lambda v: runs(v, group)  # noqa: E731
 
     def judge(key, ok, what):
         if judged:
@@ -84,21 +99,21 @@ def judge_mix(name, tenants, saturating, configs, alone, got, reps, slack=0.03, 
     head = " ".join(f"{w + '@' + str(lim):>20s}" for w, lim in tenants)
     lines.append(f"  % of alone {head} {'aggregate':>20s} {'vs sliced':>20s}")
     for c in configs:
-        cells = [fmt([frac[c][r][i] for r in range(reps)]) for i in range(len(tenants))]
-        agg = [sum(frac[c][r]) for r in range(reps)]
-        vs = [sum(frac[c][r]) / sum(frac["sliced"][r]) for r in range(reps)]
+        cells = [fmt(R([frac[c][r][i] for r in range(reps)])) for i in range(len(tenants))]
+        agg = R([sum(frac[c][r]) for r in range(reps)])
+        vs = R([sum(frac[c][r]) / sum(frac["sliced"][r]) for r in range(reps)])
         lines.append(f"  {c:10s} " + " ".join(f"{x:>20s}" for x in cells) +
                      f" {fmt(agg):>20s} {fmt(vs):>20s}")
     for i, (w, _) in enumerate(tenants):
         if w != "decode":
             continue
         for c in configs:
-            call = ratio(tenants, alone, got[c], reps, i, "p99_ms")
-            step = ratio(tenants, alone, got[c], reps, i, "step_p99_ms")
+            call = R(ratio(tenants, alone, got[c], reps, i, "p99_ms"))
+            step = R(ratio(tenants, alone, got[c], reps, i, "step_p99_ms"))
             lines.append(f"  decode {i} p99 vs alone, {c:8s}: call {fmt(call, 1, 2)} x"
                          f"   step {fmt(step, 1, 2)} x")
     if "default" in configs:
-        worst = min(sum(frac["default"][r]) / sum(frac["sliced"][r]) for r in range(reps))
+        worst = min(R([sum(frac["default"][r]) / sum(frac["sliced"][r]) for r in range(reps)]))
         judge("aggregate", worst >= 0.95, f"default aggregate >= 95 % of sliced "
               f"(worst {worst * 100:.1f} %)")
         for i, (w, lim) in enumerate(tenants):
@@ -107,7 +122,7 @@ def judge_mix(name, tenants, saturating, configs, alone, got, reps, slack=0.03, 
             # their floor.
             bar = [min(frac["sliced"][r][i], floor_of(tenants, i)) if saturating
                    else frac["sliced"][r][i] for r in range(reps)]
-            worst = min(frac["default"][r][i] - bar[r] for r in range(reps))
+            worst = min(R([frac["default"][r][i] - bar[r] for r in range(reps)]))
             judge("no-loss", worst >= -slack,
                   f"tenant {i} ({w} {lim}%) default not below "
                   f"{'min(sliced, floor)' if saturating else 'sliced'} "
@@ -116,8 +131,8 @@ def judge_mix(name, tenants, saturating, configs, alone, got, reps, slack=0.03, 
         for i, (w, _) in enumerate(tenants):
             if w != "decode":
                 continue
-            keep = min(frac["priority"][r][i] for r in range(reps))
-            p99 = max(ratio(tenants, alone, got["priority"], reps, i, "p99_ms"))
+            keep = min(R([frac["priority"][r][i] for r in range(reps)]))
+            p99 = max(R(ratio(tenants, alone, got["priority"], reps, i, "p99_ms")))
             judge("prio-speed", keep >= 0.95,
                   f"priority: decode keeps >= 95 % of alone (worst {keep * 100:.1f} %)")
             judge("prio-p99", p99 <= 1.25, f"priority: decode p99 <= 1.25 x alone "
@@ -127,21 +142,23 @@ def judge_mix(name, tenants, saturating, configs, alone, got, reps, slack=0.03, 
         for c in [x for x in ("default", "force") if x in configs]:
             for i, (w, lim) in enumerate(tenants):
                 want = lim / total if c == "default" else lim / 100
-                err = max(abs(frac[c][r][i] - want) for r in range(reps))
+                err = max(abs(x - want) for x in R([frac[c][r][i] for r in range(reps)]))
                 judge("split" if c == "default" else "force", err <= 0.02,
                       f"{c}: tenant {i} within 2 points of {want * 100:.1f} % "
                       f"(worst error {err * 100:.1f})")
         if "default" in configs:
-            together = min(sum(frac["default"][r]) for r in range(reps))
+            together = min(R([sum(frac["default"][r]) for r in range(reps)]))
             judge("together", together >= 0.97,
                   f"default: together >= 97 % of the GPU (worst {together * 100:.1f} %)")
     return lines, verdicts
 
 
-def sweep_lines(points, reps):
+def sweep_lines(points, reps, group=1):
     """The priority bound: per hog, its kernel length and what the decode
-    tenant keeps beside it, time-sliced and at a higher priority. `points`
-    is a list of (hog, tenants, alone, got) with tenants = [decode, hog]."""
+    tenant keeps beside it, time-sliced and at a higher priority, per run
+    of `group` repetitions. `points` is a list of (hog, tenants, alone,
+    got) with tenants = [decode, hog]."""
+    R = lambda v: runs(v, group)  # noqa: E731
     lines = [f"  {'hog':10s} {'kernel ms':>16s} {'decode % sliced':>20s} "
              f"{'decode % priority':>20s} {'p99 x sliced':>18s} {'p99 x priority':>18s} "
              f"{'step p99 x prio':>18s} {'hog % priority':>20s}"]
@@ -150,12 +167,12 @@ def sweep_lines(points, reps):
         fs = fractions(tenants, alone, got["sliced"], reps)
         fp = fractions(tenants, alone, got["priority"], reps)
         lines.append(
-            f"  {hog:10s} {fmt(kernel, 1, 3):>16s} {fmt([f[0] for f in fs]):>20s} "
-            f"{fmt([f[0] for f in fp]):>20s} "
-            f"{fmt(ratio(tenants, alone, got['sliced'], reps, 0, 'p99_ms'), 1, 2):>18s} "
-            f"{fmt(ratio(tenants, alone, got['priority'], reps, 0, 'p99_ms'), 1, 2):>18s} "
-            f"{fmt(ratio(tenants, alone, got['priority'], reps, 0, 'step_p99_ms'), 1, 2):>18s} "
-            f"{fmt([f[1] for f in fp]):>20s}")
+            f"  {hog:10s} {fmt(kernel, 1, 3):>16s} {fmt(R([f[0] for f in fs])):>20s} "
+            f"{fmt(R([f[0] for f in fp])):>20s} "
+            f"{fmt(R(ratio(tenants, alone, got['sliced'], reps, 0, 'p99_ms')), 1, 2):>18s} "
+            f"{fmt(R(ratio(tenants, alone, got['priority'], reps, 0, 'p99_ms')), 1, 2):>18s} "
+            f"{fmt(R(ratio(tenants, alone, got['priority'], reps, 0, 'step_p99_ms')), 1, 2):>18s} "
+            f"{fmt(R([f[1] for f in fp])):>20s}")
     return lines
 
 

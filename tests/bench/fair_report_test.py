@@ -116,6 +116,34 @@ def test_median_alone():
     check(verdict(v, "prio-p99") == [False], "a lone window without a p99: no latency verdict met")
 
 
+def test_runs():
+    check(fair_report.runs([1, 2, 3, 10, 5, 6], 3) == [2, 6], "runs: the median of each run of 3")
+    check(fair_report.runs([1, 2, 3, 4], 3) == [2], "runs: a last part run is left out")
+    check(fair_report.runs([1, 2], 3) == [1.5], "runs: fewer repetitions than a run make one run")
+    check(fair_report.runs([4, 1], 1) == [4, 1], "runs of one: every repetition")
+
+
+def test_worst_run():
+    # Six repetitions in runs of three: one slow window per run moves no
+    # verdict; two in one run do.
+    def judge(prio, group):
+        alone = {"decode": [res(100, 10)] * 6, "hog": [res(50)] * 6}
+        got = {"sliced": [[res(80, 12), res(45)]] * 6,
+               "default": [[res(82, 11), res(45)]] * 6,
+               "priority": [[res(d, 11), res(40)] for d in prio]}
+        return fair_report.judge_mix("decode+hog", DECODE_HOG, False,
+                                     ["sliced", "default", "priority"], alone, got, 6,
+                                     group=group)
+    lines, v = judge([96, 80, 97, 98, 96, 90], 3)
+    check(verdict(v, "prio-speed") == [True], f"runs of 3: one slow window per run: {v}")
+    check(any(x.startswith("  priority") and "96.0 (96.0..96.0)" in x for x in lines),
+          f"runs of 3: the table shows the runs' medians: {lines}")
+    _, v = judge([96, 80, 97, 98, 96, 90], 1)
+    check(verdict(v, "prio-speed") == [False], "runs of 1: the slow window decides")
+    _, v = judge([96, 80, 90, 98, 96, 97], 3)
+    check(verdict(v, "prio-speed") == [False], "runs of 3: two slow windows in one run miss")
+
+
 def test_saturating():
     tenants = [("matmul", 25), ("matmul", 75)]
     alone = {"matmul": [res(100)] * 3}
@@ -290,6 +318,18 @@ def test_fair_end_to_end():
     check(rc == 1, f"fair.py, one repetition's decode at 90 % of its alone: exit {rc}")
     check("MISS priority: the decode tenant keeps >= 95 % of its alone speed (0 of 1 met)" in out
           and "worst 90.0 %" in out, "fair.py: the worst repetition decides")
+
+
+def test_fair_grouped():
+    # The same table as the miss above, taken as one run of three: its
+    # median (96 %) is judged. A group that does not divide the
+    # repetitions is a usage error.
+    rc, out, _ = run_fair(table_decode_hog([97, 90, 96]), ["decode+hog"], ["--group", "3"])
+    check(rc == 0 and "worst 96.0 %" in out and "each the median of 3 repetitions" in out,
+          f"fair.py --group 3: the run's median decides: exit {rc}\n{out}")
+    rc, out, _ = run_fair(table_decode_hog([97] * 3), ["decode+hog"], ["--group", "2"])
+    check(rc == 2 and "--group 2: must be >= 1 and divide --reps 3" in out,
+          f"fair.py --group 2 of 3 repetitions: usage error: exit {rc}\n{out}")
 
 
 def test_fair_fresh():

@@ -34,7 +34,9 @@
 # Run from the repository root after `make` (uses ./build):
 #   PART=1 OUT=/some/dir tests/gpu/limiter/fair.sh        on the GPU machine
 #   FAKE=1 OUT=/tmp/fair tests/gpu/limiter/fair.sh        on the fake driver
-# Optional: REPS (3), SECS (3), WARMUP (seconds before each window is
+# Optional: REPS (3), GROUP (1: repetitions per judged run, whose figures
+# are the medians of its repetitions; REPS=9 GROUP=3 judges the worst of
+# three runs of three alternated repetitions), SECS (3), WARMUP (seconds before each window is
 # measured: 3 for PART=2, whose saturating mixes are judged once the
 # default policy has engaged, which takes 1-1.5 s after tenants start
 # together; 1 otherwise), SETTLE (1 s of rest between
@@ -61,6 +63,7 @@ OUT=${OUT:-$ROOT/out/limiter-fair}
 BUILD=${BUILD:-$ROOT/build}
 PART=${PART:-}
 REPS=${REPS:-3}
+GROUP=${GROUP:-1}
 SECS=${SECS:-3}
 case "$PART" in 2) DEF_WARMUP=3 ;; *) DEF_WARMUP=1 ;; esac
 WARMUP=${WARMUP:-$DEF_WARMUP}
@@ -133,7 +136,7 @@ fi
 rc=0
 if [ ${#A[@]} -gt 0 ]; then
     python3 "$ROOT/bench/limiter/fair.py" --cushare "$BUILD/cushare" "${W[@]}" "${A[@]}" \
-        --reps "$REPS" --secs "$SECS" --warmup "$WARMUP" --settle "$SETTLE" \
+        --reps "$REPS" --group "$GROUP" --secs "$SECS" --warmup "$WARMUP" --settle "$SETTLE" \
         --budget "$BUDGET" --out "$OUT" ${FRESH:+--fresh} $([ "${PIN:-1}" = 1 ] && echo --pin) \
         2> >(tee "$OUT/progress.txt" >&2)
     rc=$?
