@@ -110,7 +110,8 @@ static bool uneven(uint32_t capacity, int n, const uint32_t *d, const uint32_t *
 /* Our entitlement: the split of what higher-priority tenants leave among
  * us, the busy tenants of our priority and (when there is any) the busy
  * time nobody's board entry explains, which is weighted with whatever
- * floor nobody claims. Lower-priority tenants yield to us: not counted. */
+ * floor nobody claims. Lower-priority tenants yield to us: not in the
+ * split, though their floors are claimed. */
 static uint32_t entitlement(const struct cs_fair_in *in, bool *rivals, bool *higher,
                             bool *waiting, bool *owed, bool *unequal)
 {
@@ -150,6 +151,12 @@ static uint32_t entitlement(const struct cs_fair_in *in, bool *rivals, bool *hig
              * lacks is what its pacing keeps back (holding us as well
              * would only slow us, which slows it more). */
             *owed |= p->filling && !p->held && clearly_under(p->use_pm, p->floor_pm);
+        } else {
+            /* Yields to us, but its floor is claimed: the busy time NVML
+             * sees beyond the board's uses while it runs is its
+             * time-slice (NVML counts a slice as busy), not an unlimited
+             * tenant owed the floor nobody claims. */
+            floors += p->floor_pm;
         }
     }
     /* Busy time nobody's board entry explains is an unlimited tenant's

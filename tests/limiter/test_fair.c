@@ -244,6 +244,32 @@ static void only_the_owed_hold(void)
     CHECK_EQ(o.share_pm, 2500);
 }
 
+/* A launch-bound tenant at the highest priority beside a hog that yields
+ * to it: NVML calls the device busy while the two contexts time-slice and
+ * sees far more busy time than the board's uses explain. That excess is
+ * the hog's slice, not an unlimited tenant owed the floor nobody claims:
+ * the hog claims its floor, so nobody holds the tenant it yields to. */
+static void lower_priority_claims_its_floor(void)
+{
+    struct cs_fair_peer hog = {.floor_pm = 7500, .use_pm = 1000, .priority = 1,
+                               .held = true, .filling = true};
+    struct cs_fair_in in = {.floor_pm = 2500, .use_pm = 3000, .device_busy_pm = 9700,
+                            .foreign_pm = 5800, .npeers = 1, .peers = &hog};
+    struct cs_fair_out o;
+    cs__fair_decide(&in, &o);
+    CHECK(!o.engaged);
+    CHECK_EQ(o.why, CS_FAIR_FREE);
+    /* Beside a tenant of our own priority whose floor leaves 50 %
+     * unclaimed, unexplained busy time clearly under that is an unlimited
+     * tenant owed it. */
+    struct cs_fair_peer small = {.floor_pm = 2500, .use_pm = 1000};
+    in.peers = &small;
+    in.foreign_pm = 4000;
+    cs__fair_decide(&in, &o);
+    CHECK(o.engaged);
+    CHECK_EQ(o.why, CS_FAIR_CONTENDED);
+}
+
 /* Equal floors of tenants that fill the GPU split it as time-slicing does:
  * nobody is held, since holding would cost the pacing's overhead and give
  * nobody anything. Unequal ones are held as before. */
@@ -435,6 +461,7 @@ int main(void)
     only_the_owed_hold();
     equal_floors_run_free();
     force_and_priority();
+    lower_priority_claims_its_floor();
     printf("ok\n");
     return 0;
 }
