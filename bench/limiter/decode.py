@@ -11,9 +11,12 @@ GPU idles between its small kernels while Python prepares the next.
               [--prompt P] [--new N] [--layers L] [--serve]
 
 Prints one line: RESULT workload=decode rate=TOKENS_PER_S kernels=CALLS
-secs=T calls=C p50_ms=P p99_ms=Q step_p99_ms=R: P and Q are percentiles
-of the latency of a call (one `generate`), R of the time between two
-tokens of a call (a decode step; generate synchronises after each). With
+secs=T calls=C p50_ms=P p99_ms=Q step_p99_ms=R cpu_pct=U: P and Q are
+percentiles of the latency of a call (one `generate`), R of the time
+between two tokens of a call (a decode step; generate synchronises after
+each), U the CPU time of the process over the window in percent of one
+CPU (a launch-bound loop keeps one busy: less is time it waited, for the
+GPU or for a CPU the host gave to others). With
 --serve (fair.py) the model is loaded once and one such line is printed
 per window asked for (timing.serve).
 """
@@ -87,7 +90,7 @@ def main():
             gaps = call()
             t = time.monotonic()
             if not measuring and t - t0 >= warmup:
-                measuring, t_meas = True, t
+                measuring, t_meas, cpu0 = True, t, time.process_time()
                 continue
             if measuring:
                 lat.append((t - c0) * 1e3)
@@ -95,11 +98,13 @@ def main():
                 if t - t_meas >= secs:
                     break
         took = t - t_meas
+        cpu = time.process_time() - cpu0
         tokens = len(lat) * a.batch_size * a.new
         return (f"workload=decode rate={tokens / took:.1f} kernels={len(lat)} secs={took:.3f} "
                 f"calls={len(lat)} p50_ms={percentile(lat, 0.5):.3f} "
                 f"p99_ms={percentile(lat, 0.99):.3f} "
-                f"step_p99_ms={percentile(steps, 0.99):.3f}" + limiter_note())
+                f"step_p99_ms={percentile(steps, 0.99):.3f} cpu_pct={100 * cpu / took:.1f}"
+                + limiter_note())
 
     call()  # first call: allocations, kernels chosen
     if a.serve:

@@ -10,6 +10,9 @@ alternating the configurations (each repetition rotates their order):
   priority  decode mixes only: the decode tenant at CUDA_TASK_PRIORITY 0,
             the others at 1 (policy default)
   force     saturating mixes: all under `cushare run --sm L --policy force`
+  default-I --split MIX (non-saturating mixes): tenant I alone under
+            `cushare run --sm L`, the others native (not judged: it tells
+            whose cushare costs a tenant what default costs it)
 and reports, as medians over --reps repetitions with their spread
 (min..max): every tenant's speed as a fraction of its alone speed, the
 mix's aggregate (the sum of those fractions) against plain time-slicing's
@@ -34,13 +37,19 @@ windows the GPU rests --settle seconds, so the board and NVML forget the
 tenants of the previous window before the next one starts. --fresh starts each window's tenants for it
 instead (slow: to check that the idle tenants change nothing).
 
+Every window also notes how much of its tenants' CPUs the hypervisor
+took (steal, from /proc/stat over the tenant's CPUs) and, where the
+workload reports it (cpu_pct), how busy its process kept a CPU: a launch-
+bound loop's speed follows its CPU, so a slow window with much steal is
+the host's, not the limiter's (fair-bench.csv; a line per mix).
+
 A workload is a command that takes --secs S --warmup W --serve and then
 answers timing.serve's requests with "RESULT ... rate=R ..." (p99_ms=Q
 and step_p99_ms too for a decode workload, kernel_ms when asked).
 
     fair.py --cushare PATH --workload NAME=CMD ... [--mix NAME] ...
             [--sweep HOG] ... [--secs S] [--warmup W] [--settle S] [--reps R]
-            [--group G] [--budget S] [--out DIR] [--slack F]
+            [--group G] [--budget S] [--out DIR] [--slack F] [--split MIX] ...
 
 Exit status: 0 every target met, 1 a target missed, 2 usage error, 3 a
 tenant failed (named on stderr; its output is in fair-bench.log).
@@ -95,6 +104,10 @@ def parse(argv=None):
     p.add_argument("--pin", action="store_true",
                    help="give each tenant of a mix physical cores of its own (tenant i of every "
                         "configuration the same ones; a workload alone those of tenant 0)")
+    p.add_argument("--split", action="append", default=[], metavar="MIX",
+                   help="a non-saturating mix that also runs each tenant alone under cushare "
+                        "beside native others (configurations default-0, default-1, ...; not "
+                        "judged)")
     p.add_argument("--out", default=".")
     a = p.parse_args(argv)
     a.cmds = {}
@@ -113,6 +126,9 @@ def parse(argv=None):
         for w in ("decode", h):
             if w not in a.cmds:
                 p.error(f"--sweep {h}: needs --workload {w}=COMMAND")
+    for m in a.split:
+        if m not in a.mix or MIXES[m][1]:
+            p.error(f"--split {m!r}: must name a non-saturating mix given with --mix")
     if a.reps < 1 or a.secs <= 0 or a.warmup < 0 or a.settle < 0:
         p.error("--reps must be >= 1, --secs > 0, --warmup and --settle >= 0")
     if a.group < 1 or a.reps % a.group:
@@ -132,11 +148,21 @@ def mixes_of(a):
             configs.append("priority")
         if saturating and FORCE:
             configs.append("force")
+        if m in a.split:
+            configs += [f"default-{i}" for i in range(len(tenants))]
         out[m] = (tenants, saturating, configs)
     for h in a.sweep:
         if sweep_mix(a, h) not in out:
             out[sweep_mix(a, h)] = ([("decode", 25), (h, 75)], False, ["sliced", "priority"])
     return out
+
+
+def tenant_config(config, i):
+    """How tenant i runs in a configuration: default-I runs tenant I under
+    cushare (policy default) and every other one natively."""
+    if config.startswith("default-"):
+        return "default" if config == f"default-{i}" else "sliced"
+    return config
 
 
 def sweep_mix(a, hog):
@@ -188,6 +214,7 @@ class Tenant:
                 pre += ["--priority", "0" if workload == "decode" else "1"]
             cmd = pre + ["--"] + cmd
         self.label, self.lines = label, queue.Queue()
+        self.cpus = sorted(cpus) if cpus else sorted(os.sched_getaffinity(0))
         pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, text=True, bufsize=1, env=env,
@@ -244,15 +271,45 @@ def fields(line):
     return out
 
 
+def cpu_ticks(path="/proc/stat"):
+    """{cpu: (all ticks, steal ticks)} from /proc/stat; {} where it cannot
+    be read (not Linux)."""
+    out = {}
+    try:
+        with open(path) as f:
+            for line in f:
+                v = line.split()
+                if v and v[0].startswith("cpu") and v[0][3:].isdigit():
+                    n = [int(x) for x in v[1:]]
+                    out[int(v[0][3:])] = (sum(n[:8]), n[7] if len(n) > 7 else 0)
+    except (OSError, ValueError):
+        return {}
+    return out
+
+
+def steal_pct(before, after, cpus):
+    """Percent of the time of `cpus` between two cpu_ticks() the hypervisor
+    gave to others (NaN when unknown)."""
+    d_all = sum(after[c][0] - before[c][0] for c in cpus if c in before and c in after)
+    d_st = sum(after[c][1] - before[c][1] for c in cpus if c in before and c in after)
+    return 100.0 * d_st / d_all if d_all > 0 else float("nan")
+
+
 def window(a, group, gpu=False):
     """One measurement of the tenants in `group`, started together after
-    the GPU rested --settle seconds; returns their RESULT fields."""
+    the GPU rested --settle seconds; returns their RESULT fields, with the
+    steal over each tenant's CPUs (steal_pct)."""
     time.sleep(a.settle)
     start = time.clock_gettime_ns(time.CLOCK_MONOTONIC) + int(a.start_delay * 1e9)
+    before = cpu_ticks()
     for t in group:
         t.ask(start, a.warmup, a.secs, gpu)
     deadline = time.monotonic() + a.start_delay + a.warmup + a.secs + 120
-    return [fields(t.expect("RESULT", deadline)) for t in group]
+    got = [fields(t.expect("RESULT", deadline)) for t in group]
+    after = cpu_ticks()
+    for t, g in zip(group, got):
+        g["steal_pct"] = steal_pct(before, after, t.cpus)
+    return got
 
 
 def main(argv=None):
@@ -286,7 +343,7 @@ def main(argv=None):
         if m == "alone":
             return [Tenant(a, f"alone {c}", c, 100, "alone", log, log_lock,
                            slots[0] if slots else None)]
-        return [Tenant(a, f"{m} {c} {i}:{w}@{lim}", w, lim, c, log, log_lock,
+        return [Tenant(a, f"{m} {c} {i}:{w}@{lim}", w, lim, tenant_config(c, i), log, log_lock,
                        slots[i] if slots else None)
                 for i, (w, lim) in enumerate(mixes[m][0])]
 
@@ -344,7 +401,8 @@ def finish(a, say, mixes, alone, got, done, took):
     """The tables, the CSV and the verdicts; returns the exit status."""
     csv = open(os.path.join(a.out, "fair-bench.csv"), "w")
     csv.write("mix,rep,config,tenant,workload,limit,rate,p99_ms,step_p99_ms,"
-              "alone_rate,alone_p99_ms,alone_step_p99_ms\n")
+              "alone_rate,alone_p99_ms,alone_step_p99_ms,steal_pct,cpu_pct,"
+              "alone_steal_pct,alone_cpu_pct\n")
     nan = float("nan")
     for m, (tenants, _, configs) in mixes.items():
         for c in configs:
@@ -354,7 +412,9 @@ def finish(a, say, mixes, alone, got, done, took):
                     csv.write(f"{m},{r},{c},{i},{w},{lim},{g['rate']:.3f},"
                               f"{g.get('p99_ms', nan):.3f},{g.get('step_p99_ms', nan):.3f},"
                               f"{al['rate']:.3f},{al.get('p99_ms', nan):.3f},"
-                              f"{al.get('step_p99_ms', nan):.3f}\n")
+                              f"{al.get('step_p99_ms', nan):.3f},"
+                              f"{g.get('steal_pct', nan):.2f},{g.get('cpu_pct', nan):.1f},"
+                              f"{al.get('steal_pct', nan):.2f},{al.get('cpu_pct', nan):.1f}\n")
     verdicts = [("reps", done == a.reps, f"{done} of {a.reps} repetitions ran"
                  + (f" within the budget of {a.budget:.0f} s" if a.budget else ""))]
     for w in sorted(alone):
@@ -363,6 +423,7 @@ def finish(a, say, mixes, alone, got, done, took):
         k = [x.get("kernel_ms", nan) for x in alone[w][:done]]
         say(f"{w} alone: rate {fair_report.fmt(r, 1)}  p99 {fair_report.fmt(p, 1, 2)} ms  "
             f"kernel {fair_report.fmt(k, 1, 3)} ms")
+        say(f"  {w} alone, host: " + fair_report.host_line(alone[w][:done]))
     sweep = []
     for m, (tenants, saturating, configs) in mixes.items():
         say(f"\n== {m}: " + ", ".join(f"{w} {lim}%" for w, lim in tenants))
@@ -373,6 +434,10 @@ def finish(a, say, mixes, alone, got, done, took):
                                              group=a.group)
             for x in lines:
                 say(x)
+            for c in configs:
+                say(f"  host, {c:9s}: " + "; ".join(
+                    f"tenant {i} " + fair_report.host_line([got[m][c][r][i] for r in range(done)])
+                    for i in range(len(tenants))))
             verdicts += v
     for h in a.sweep:
         tenants = mixes[sweep_mix(a, h)][0]

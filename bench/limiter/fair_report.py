@@ -46,6 +46,18 @@ def fmt(v, scale=100.0, digits=1):
     return f"{m * scale:.{digits}f} ({lo * scale:.{digits}f}..{hi * scale:.{digits}f})"
 
 
+def host_line(results):
+    """What the host did to a tenant over its windows: the steal over its
+    CPUs and, where its workload reports it, how busy its process kept a
+    CPU, each 'median (min..max)' in percent."""
+    nan = math.nan
+    line = "steal % " + fmt([x.get("steal_pct", nan) for x in results], 1)
+    cpu = [x.get("cpu_pct", nan) for x in results]
+    if cpu and not any(math.isnan(x) for x in cpu):
+        line += ", cpu % " + fmt(cpu, 1, 0)
+    return line
+
+
 def runs(v, group=1):
     """Per run of `group` consecutive repetitions, the median of v over
     them; a last run with fewer repetitions is left out (none is left out

@@ -205,8 +205,10 @@ def stub():
     one row per window it is asked for."""
     table = json.load(open(os.environ["STUB_TABLE"]))
     label = os.environ["FAIR_TENANT"]
-    if os.environ.get("STUB_CUSHARE") and os.environ["FAIR_CONFIG"] in ("alone", "sliced"):
-        print(f"ERROR {label}: native tenant run under cushare", flush=True)
+    native = os.environ["FAIR_CONFIG"] in ("alone", "sliced")
+    if bool(os.environ.get("STUB_CUSHARE")) == native:
+        print(f"ERROR {label}: {'native' if native else 'limited'} tenant run "
+              f"{'under cushare' if native else 'natively'}", flush=True)
     rows, k = table[label], 0
     print("READY", flush=True)
     for line in sys.stdin:
@@ -226,8 +228,8 @@ def cushare_stub(argv):
     opts, cmd = argv[:i], argv[i + 1:]
     config = os.environ["FAIR_CONFIG"]
     want_policy = "force" if config == "force" else "default"
-    ok = opts[:2] == ["run", "--sm"] and opts[3:5] == ["--policy", want_policy] and \
-        (("--priority" in opts) == (config == "priority"))
+    ok = config in ("default", "priority", "force") and opts[:2] == ["run", "--sm"] and \
+        opts[3:5] == ["--policy", want_policy] and (("--priority" in opts) == (config == "priority"))
     if not ok:
         print(f"ERROR cushare stub: {config}: unexpected {opts}", flush=True)
         return 1
@@ -344,6 +346,52 @@ def test_fair_pinned():
     # --pin says where each tenant runs (or why nowhere) and changes no verdict.
     rc, out, _ = run_fair(table_decode_hog([97, 98, 96]), ["decode+hog"], ["--pin"])
     check(rc == 0 and "tenants pinned: " in out, f"fair.py --pin: exit {rc}\n{out}")
+
+
+def test_fair_split():
+    # --split adds, per non-saturating mix, each tenant alone under cushare
+    # beside native others (the stubs fail a tenant run the wrong way),
+    # shown and never judged.
+    t = table_decode_hog([97, 98, 96])
+    for i, w in enumerate(["decode", "hog"]):
+        for c in ("default-0", "default-1"):
+            t[f"decode+hog {c} {i}:{w}@{25 if i == 0 else 75}"] = [[10, 50]]
+    rc, out, csv = run_fair(t, ["decode+hog"], ["--split", "decode+hog"])
+    check(rc == 0 and csv.count("\n") == 1 + 3 * 5 * 2,
+          f"fair.py --split: two more configurations, unjudged: exit {rc}\n{out}")
+    check("  default-0 " in out and "host, default-1" in out,
+          f"fair.py --split: their rows and host lines are shown:\n{out}")
+    rc, out, _ = run_fair(t, ["decode+hog"], ["--split", "decode+decode"])
+    check(rc == 2 and "--split 'decode+decode': must name a non-saturating mix given with --mix"
+          in out, f"fair.py --split of a mix not run: usage error: exit {rc}\n{out}")
+    head = csv.split("\n")[0].split(",")
+    check(head[-4:] == ["steal_pct", "cpu_pct", "alone_steal_pct", "alone_cpu_pct"],
+          f"fair.py: the CSV carries the host columns: {head}")
+
+
+def test_steal():
+    import fair
+    with tempfile.TemporaryDirectory() as d:
+        def stat(*rows):
+            path = os.path.join(d, "stat")
+            with open(path, "w") as f:
+                f.write("cpu  9 9 9 9 9 9 9 9 0 0\n")
+                for k, (busy, steal) in enumerate(rows):
+                    f.write(f"cpu{k} {busy} 0 0 100 0 0 0 {steal} 0 0\n")
+                f.write("intr 1 2 3\n")
+            return fair.cpu_ticks(path)
+        a, b = stat((10, 0), (10, 0)), stat((60, 50), (110, 0))
+        check(a[1] == (110, 0) and b[0] == (210, 50), f"cpu_ticks: per CPU (all, steal): {b}")
+        check(abs(fair.steal_pct(a, b, [0]) - 50.0) < 1e-9, "steal_pct: half of CPU 0 stolen")
+        check(abs(fair.steal_pct(a, b, [0, 1]) - 25.0) < 1e-9, "steal_pct: over a set of CPUs")
+        check(math.isnan(fair.steal_pct(a, b, [7])), "steal_pct: a CPU not in /proc/stat: NaN")
+        check(fair.cpu_ticks(os.path.join(d, "none")) == {}, "cpu_ticks: unreadable: nothing")
+    line = fair_report.host_line([{"steal_pct": 1.0, "cpu_pct": 99.0},
+                                  {"steal_pct": 3.0, "cpu_pct": 80.0},
+                                  {"steal_pct": 2.0, "cpu_pct": 90.0}])
+    check(line == "steal % 2.0 (1.0..3.0), cpu % 90 (80..99)", f"host_line: {line}")
+    check(fair_report.host_line([{"steal_pct": 0.0}]) == "steal % 0.0 (0.0..0.0)",
+          "host_line: no cpu % where the workload does not report it")
 
 
 def test_fair_tenant_failure():

@@ -49,10 +49,15 @@
 # PIN=0 (leave the tenants unpinned; on the GPU each tenant of a mix gets
 # physical cores of its own by default, tenant i of every configuration
 # the same ones, so a decode loop's speed does not depend on which cores
-# the scheduler gave it or on a neighbour's hyper-thread).
+# the scheduler gave it or on a neighbour's hyper-thread),
+# SPLIT ("a,b": non-saturating mixes that also run each tenant alone
+# under cushare beside native others: whose cushare costs a tenant what
+# default costs it; not judged), GPU_TRACE=1 (gpu-trace.csv: SM clock, power and
+# temperature every second, nvidia-smi).
 # Everything lands in $OUT: summary.txt (PASS/FAIL, the verdict per target
 # as the acceptance words it, the tables), fair-bench.txt (tables and
-# verdicts), fair-bench.csv (every window), fair-bench.log (every tenant's
+# verdicts), fair-bench.csv (every window, with the steal over each
+# tenant's CPUs and the decode's CPU use), fair-bench.log (every tenant's
 # output), progress.txt (fair.py's progress and errors), overhead.txt
 # (PART=2: launch cost and start-up; launch_pairs.txt and init.txt: their
 # runs), nvidia-smi.txt.
@@ -124,6 +129,9 @@ fi
 A=()
 IFS=, read -r -a want <<< "$MIXES"
 for m in "${want[@]}"; do [ -n "$m" ] && A+=(--mix "$m"); done
+SP=()
+IFS=, read -r -a want <<< "${SPLIT:-}"
+for m in "${want[@]}"; do [ -n "$m" ] && SP+=(--split "$m"); done
 IFS=, read -r -a want <<< "$SWEEP"
 for h in "${want[@]}"; do [ -n "$h" ] && A+=(--sweep "$h"); done
 
@@ -133,15 +141,24 @@ if [ "${NODE_TRACE:-0}" = 1 ]; then
     TRACE=$!
     trap 'kill $TRACE 2>/dev/null' EXIT
 fi
+# GPU_TRACE=1: what the GPU's clock and power did while the windows ran.
+if [ "${GPU_TRACE:-0}" = 1 ] && [ -z "${FAKE:-}" ]; then
+    nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,utilization.gpu \
+        --format=csv -l 1 > "$OUT/gpu-trace.csv" 2>&1 &
+    GTRACE=$!
+    trap 'kill ${TRACE:-} $GTRACE 2>/dev/null' EXIT
+fi
 rc=0
 if [ ${#A[@]} -gt 0 ]; then
     python3 "$ROOT/bench/limiter/fair.py" --cushare "$BUILD/cushare" "${W[@]}" "${A[@]}" \
         --reps "$REPS" --group "$GROUP" --secs "$SECS" --warmup "$WARMUP" --settle "$SETTLE" \
         --budget "$BUDGET" --out "$OUT" ${FRESH:+--fresh} $([ "${PIN:-1}" = 1 ] && echo --pin) \
+        "${SP[@]}" \
         2> >(tee "$OUT/progress.txt" >&2)
     rc=$?
 fi
 [ -n "${TRACE:-}" ] && kill "$TRACE" 2>/dev/null
+[ -n "${GTRACE:-}" ] && kill "$GTRACE" 2>/dev/null
 
 # No regression (PART=2 and the whole set): what an empty launch costs, and
 # start-up, each judged on alternated pairs measured here and now (one run
