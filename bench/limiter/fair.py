@@ -10,6 +10,9 @@ alternating the configurations (each repetition rotates their order):
   priority  decode mixes only: the decode tenant at CUDA_TASK_PRIORITY 0,
             the others at 1 (policy default)
   force     saturating mixes: all under `cushare run --sm L --policy force`
+  sliced-2  with --again: time-slicing once more, in a window of its own
+            (not judged: the A/A measurement, how far two measurements of
+            one configuration read apart on this machine)
   default-I --split MIX (non-saturating mixes): tenant I alone under
             `cushare run --sm L`, the others native (not judged: it tells
             whose cushare costs a tenant what default costs it)
@@ -50,6 +53,7 @@ and step_p99_ms too for a decode workload, kernel_ms when asked).
     fair.py --cushare PATH --workload NAME=CMD ... [--mix NAME] ...
             [--sweep HOG] ... [--secs S] [--warmup W] [--settle S] [--reps R]
             [--group G] [--budget S] [--out DIR] [--slack F] [--split MIX] ...
+            [--again]
 
 Exit status: 0 every target met, 1 a target missed, 2 usage error, 3 a
 tenant failed (named on stderr; its output is in fair-bench.log).
@@ -108,6 +112,9 @@ def parse(argv=None):
                    help="a non-saturating mix that also runs each tenant alone under cushare "
                         "beside native others (configurations default-0, default-1, ...; not "
                         "judged)")
+    p.add_argument("--again", action="store_true",
+                   help="every mix also measures time-slicing a second time, in a window of its "
+                        "own (configuration sliced-2; not judged)")
     p.add_argument("--out", default=".")
     a = p.parse_args(argv)
     a.cmds = {}
@@ -142,7 +149,7 @@ def mixes_of(a):
     out = {}
     for m in a.mix:
         tenants, saturating = MIXES[m]
-        configs = ["sliced", "default"]
+        configs = ["sliced", "default"] + ([fair_report.AGAIN] if a.again else [])
         ws = {w for w, _ in tenants}
         if "decode" in ws and len(ws) > 1:
             configs.append("priority")
@@ -160,6 +167,8 @@ def mixes_of(a):
 def tenant_config(config, i):
     """How tenant i runs in a configuration: default-I runs tenant I under
     cushare (policy default) and every other one natively."""
+    if config == fair_report.AGAIN:
+        return "sliced"
     if config.startswith("default-"):
         return "default" if config == f"default-{i}" else "sliced"
     return config

@@ -369,6 +369,21 @@ def test_fair_split():
           f"fair.py: the CSV carries the host columns: {head}")
 
 
+def test_fair_again():
+    # --again measures time-slicing twice; the second is set against the
+    # first with the arithmetic default is judged by, and judged itself on
+    # nothing (repetition 1's sliced-2 decode is 8 points slower).
+    t = table_decode_hog([97, 98, 96])
+    t["decode+hog sliced-2 0:decode@25"] = [[72, 12], [48, 12], [80, 12]]
+    t["decode+hog sliced-2 1:hog@75"] = [[45, 5]]
+    rc, out, csv = run_fair(t, ["decode+hog"], ["--again"])
+    check(rc == 0 and csv.count("\n") == 1 + 3 * 4 * 2,
+          f"fair.py --again: one more configuration, unjudged: exit {rc}\n{out}")
+    want = ("A/A, sliced-2 against sliced as default is judged: aggregate worst 95.3 %; "
+            "tenant 0 worst -8.0 points, tenant 1 worst +0.0 points")
+    check(want in out, f"fair.py --again: the A/A line:\n{out}")
+
+
 def test_steal():
     import fair
     with tempfile.TemporaryDirectory() as d:

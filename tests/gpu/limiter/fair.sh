@@ -52,7 +52,10 @@
 # the scheduler gave it or on a neighbour's hyper-thread),
 # SPLIT ("a,b": non-saturating mixes that also run each tenant alone
 # under cushare beside native others: whose cushare costs a tenant what
-# default costs it; not judged), GPU_TRACE=1 (gpu-trace.csv: SM clock, power and
+# default costs it; not judged), AGAIN=1 (every mix also measures time-
+# slicing a second time in a window of its own, set against the first as
+# default is judged: the A/A reading of this machine's noise; not judged),
+# GPU_TRACE=1 (gpu-trace.csv: SM clock, power and
 # temperature every second, nvidia-smi).
 # Everything lands in $OUT: summary.txt (PASS/FAIL, the verdict per target
 # as the acceptance words it, the tables), fair-bench.txt (tables and
@@ -153,7 +156,7 @@ if [ ${#A[@]} -gt 0 ]; then
     python3 "$ROOT/bench/limiter/fair.py" --cushare "$BUILD/cushare" "${W[@]}" "${A[@]}" \
         --reps "$REPS" --group "$GROUP" --secs "$SECS" --warmup "$WARMUP" --settle "$SETTLE" \
         --budget "$BUDGET" --out "$OUT" ${FRESH:+--fresh} $([ "${PIN:-1}" = 1 ] && echo --pin) \
-        "${SP[@]}" \
+        "${SP[@]}" $([ "${AGAIN:-0}" = 1 ] && echo --again) \
         2> >(tee "$OUT/progress.txt" >&2)
     rc=$?
 fi
