@@ -32,9 +32,10 @@
  * then runs as usual; --out then also holds run_markers, run_paced and
  * run_free: the counters' growth over the run after that point.
  * --trace FILE (launch mode) appends one line per launch, written when it
- * returns: "<entry ns> <return ns> <quiet_waits> <sleeps>", the launch's
- * CLOCK_MONOTONIC entry and return times and the limiter's counters after
- * it, line-buffered so a test can follow it while the worker runs.
+ * returns: "<entry ns> <return ns> <quiet_waits> <sleeps> <watch_ticks>
+ * <engaged_mask>", the launch's CLOCK_MONOTONIC entry and return times and
+ * the limiter's counters after it, line-buffered so a test can follow it
+ * while the worker runs.
  */
 #define _GNU_SOURCE
 #define __CUDA_API_VERSION_INTERNAL 1
@@ -142,8 +143,9 @@ static void trace_launch(FILE *f, int64_t entry, int64_t ret)
         return;
     struct cushare_limiter_stats s;
     read_stats(&s);
-    fprintf(f, "%lld %lld %llu %llu\n", (long long)entry, (long long)ret,
-            (unsigned long long)s.quiet_waits, (unsigned long long)s.sleeps);
+    fprintf(f, "%lld %lld %llu %llu %llu %llu\n", (long long)entry, (long long)ret,
+            (unsigned long long)s.quiet_waits, (unsigned long long)s.sleeps,
+            (unsigned long long)s.watch_ticks, (unsigned long long)s.engaged_mask);
 }
 
 static void write_stats(const char *out, uint64_t launches, int64_t elapsed)
