@@ -58,6 +58,9 @@ cs_limiter_test(limiter_tenant test_tenant.c)
 cs_limiter_test(limiter_priority_yield test_priority_yield.c ARGS pod)
 # The same with the higher tenant in another pod (root: unshare -m).
 cs_limiter_test(limiter_priority_yield_pods test_priority_yield.c ARGS pods)
+# Beside a lower-priority tenant on a time-slicing GPU, the busy time NVML
+# counts beyond both tenants' uses never paces the higher-priority one.
+cs_limiter_test(limiter_priority_phantom test_priority_phantom.c)
 # Concurrent devices (MPS): the fake MPS control daemon serves the clients.
 foreach(case alone together filling)
   cs_limiter_test(limiter_mps_${case} test_mps.c ARGS ${case})
