@@ -266,8 +266,12 @@ static void arm(void)
     const struct cs_ledger_header *h = cs__ledger()->hdr;
     bool any = false;
     uint32_t policy = h ? cs__ledger_policy(cs__ledger()) : CS_POLICY_DISABLE;
+    /* A device the driver does not show takes no launches: arming it would
+     * only give the watcher a slot to decide for. Before the devices are
+     * counted every slot is armed (fail closed). */
+    int ndev = cs__device_count();
     for (int d = 0; d < CS_MAX_DEVICES; d++) {
-        uint32_t pct = h ? cs__ledger_sm_limit(cs__ledger(), d) : 0;
+        uint32_t pct = h && (ndev <= 0 || d < ndev) ? cs__ledger_sm_limit(cs__ledger(), d) : 0;
         struct cs_lim_dev *D = &cs__lim_devs[d];
         pthread_mutex_lock(&D->mu);
         D->pct = (pct >= 1 && pct <= 99 && policy != CS_POLICY_DISABLE) ? pct : 0;

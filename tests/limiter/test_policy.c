@@ -2,12 +2,27 @@
  * GPU_CORE_UTILIZATION_POLICY and per-device limits, one tenant alone:
  *   disable       a 25 % limit is never applied, and nothing is measured
  *                 (no event is recorded: the fast path is taken)
- *   default       alone on its GPU the tenant is not limited
+ *   default       alone on its GPU the tenant is not limited; of the 16
+ *                 device slots the limit covers only the device the fake
+ *                 shows is armed
  *   force         (limiter_share_*) always limited
  *   perdev        CUDA_DEVICE_SM_LIMIT_0=25, _1=50: one tenant, one worker
  *                 per device, each device held to its own limit
  */
 #include "limiter/lim_test.h"
+
+static bool file_has(const char *file, const char *what)
+{
+    FILE *f = fopen(file, "r");
+    if (!f)
+        return false;
+    char line[1024];
+    bool found = false;
+    while (!found && fgets(line, sizeof line, f))
+        found = strstr(line, what) != NULL;
+    fclose(f);
+    return found;
+}
 
 static void one(const char *policy, double want_min, double want_max)
 {
@@ -17,9 +32,9 @@ static void one(const char *policy, double want_min, double want_max)
         "FAKECUDA_UTIL_WINDOW_MS=300", lim_kv("CUDA_DEVICE_MEMORY_SHARED_CACHE=%s",
                                               lim_path("t.ledger")),
         "CUDA_DEVICE_SM_LIMIT=25", lim_kv("GPU_CORE_UTILIZATION_POLICY=%s", policy),
-        lim_kv("CUSHARE_BOARD=%s", lim_path("board")), NULL};
+        lim_kv("CUSHARE_BOARD=%s", lim_path("board")), "CUSHARE_LOG_LEVEL=info", NULL};
     const char *args[] = {"--blocks", "1000", "--sync", "8", "--out",
-                          lim_path("w.out"), NULL};
+                          lim_path("w.out"), "--log", lim_path("w.log"), NULL};
     pid_t pid = lim_spawn(env, args);
     static struct lim_series s;
     lim_sample(gpu, 0, &pid, 1, 2400, 200, 60, &s);
@@ -31,6 +46,12 @@ static void one(const char *policy, double want_min, double want_max)
     printf("  mean %.1f%%, %lld event records, armed %lld\n", m, markers,
            lim_stat(lim_path("w.out"), "armed"));
     CHECK(m + lim_starved(&s, 0, 700, 2400) >= want_min && m <= want_max);
+    /* The limit applies to every device slot; only the one the fake shows
+     * is armed, so the watcher decides for it alone. */
+    if (!strcmp(policy, "default")) {
+        CHECK(file_has(lim_path("w.log"), "device 0: pacing released"));
+        CHECK(!file_has(lim_path("w.log"), "device 1:"));
+    }
     if (!strcmp(policy, "disable")) {
         CHECK_EQ(markers, 0);
         CHECK_EQ(fakecuda_calls(gpu, FAKECUDA_CALL_cuEventRecord), 0);
