@@ -382,6 +382,14 @@ def test_fair_again():
     want = ("A/A, sliced-2 against sliced as default is judged: aggregate worst 95.3 %; "
             "tenant 0 worst -8.0 points, tenant 1 worst +0.0 points")
     check(want in out, f"fair.py --again: the A/A line:\n{out}")
+    # Its decode 8 points down misses the 3-point slack: a default verdict
+    # missing the same target is marked, and still a miss.
+    t["decode+hog default 0:decode@25"] = [[70, 11], [48, 11], [80, 11]]
+    rc, out, _ = run_fair(t, ["decode+hog"], ["--again"])
+    check(rc == 1 and "default not below sliced (worst -10.0 points of its alone speed, slack 3) "
+          "[A/A misses it too]" in out and "aggregate >= 95 % of sliced (worst 94.1 %)\n" in out,
+          f"fair.py --again: a verdict below the A/A reading is marked, still missed: "
+          f"exit {rc}\n{out}")
 
 
 def test_steal():
