@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -357,6 +358,98 @@ static inline long long lim_stat(const char *file, const char *key)
     return r;
 }
 
+
+/* `what` in a line of a worker's log (--log) that starts at or after byte
+ * `from`; false while the file does not exist. */
+static inline bool lim_log_says_after(const char *file, const char *what, long from)
+{
+    FILE *f = fopen(file, "r");
+    if (!f)
+        return false;
+    if (fseek(f, from, SEEK_SET)) {
+        fclose(f);
+        return false;
+    }
+    char line[1024];
+    bool found = false;
+    while (!found && fgets(line, sizeof line, f))
+        found = strstr(line, what) != NULL;
+    fclose(f);
+    return found;
+}
+
+static inline bool lim_log_says(const char *file, const char *what)
+{
+    return lim_log_says_after(file, what, 0);
+}
+
+/* Creates the stop file of worker `name` (started with --stop
+ * lim_path("<name>.stop")): it ends after its current launch. */
+static inline void lim_stop(const char *name)
+{
+    FILE *f = fopen(lim_path(lim_kv("%s.stop", name)), "w");
+    if (f)
+        fclose(f);
+}
+
+/* Workers that run until their stop files appear must not outlive a test
+ * that a failed CHECK ended (CTest would wait for them): the names given
+ * to lim_stop_at_exit are stopped at exit. */
+static const char *lim_exit_stops[4];
+
+static inline void lim_stop_listed(void)
+{
+    for (int i = 0; i < 4 && lim_exit_stops[i]; i++)
+        lim_stop(lim_exit_stops[i]);
+}
+
+static inline void lim_stop_at_exit(const char *a, const char *b)
+{
+    lim_exit_stops[0] = a;
+    lim_exit_stops[1] = b;
+    atexit(lim_stop_listed);
+}
+
+/* One launch of a worker's --trace (lim_worker.c says what each is). */
+struct lim_launch {
+    int64_t entry, ret;
+    uint64_t quiet_waits, sleeps, ticks, engaged;
+};
+
+/* A worker's --trace, read as it grows. */
+struct lim_trace {
+    const char *path;
+    long off;               /* bytes of complete lines read */
+    int n, cap;
+    struct lim_launch *l;
+};
+
+/* Reads the complete lines appended since the last call. */
+static inline void lim_trace_follow(struct lim_trace *t)
+{
+    FILE *f = fopen(t->path, "r");
+    if (!f)
+        return;
+    CHECK(fseek(f, t->off, SEEK_SET) == 0);
+    char line[256];
+    while (fgets(line, sizeof line, f)) {
+        size_t len = strlen(line);
+        if (!len || line[len - 1] != '\n')
+            break; /* the worker is still writing it */
+        long long e, r;
+        unsigned long long q, s, k, m;
+        CHECK(sscanf(line, "%lld %lld %llu %llu %llu %llu", &e, &r, &q, &s, &k, &m) == 6);
+        if (t->n == t->cap) {
+            t->cap = t->cap ? 2 * t->cap : 4096;
+            t->l = realloc(t->l, (size_t)t->cap * sizeof *t->l);
+            CHECK(t->l != NULL);
+        }
+        t->l[t->n++] = (struct lim_launch){.entry = e, .ret = r, .quiet_waits = q, .sleeps = s,
+                                           .ticks = k, .engaged = m};
+        t->off += (long)len;
+    }
+    fclose(f);
+}
 
 /* The bounds the tests give these are what the fake holds: docs/limiter.md
  * ("Tests") has the spreads measured for each (10 runs on one core while

@@ -11,19 +11,6 @@
  */
 #include "limiter/lim_test.h"
 
-static bool file_has(const char *file, const char *what)
-{
-    FILE *f = fopen(file, "r");
-    if (!f)
-        return false;
-    char line[1024];
-    bool found = false;
-    while (!found && fgets(line, sizeof line, f))
-        found = strstr(line, what) != NULL;
-    fclose(f);
-    return found;
-}
-
 static void one(const char *policy, double want_min, double want_max)
 {
     struct fakecuda_state *gpu = lim_gpu("gpu.state");
@@ -49,8 +36,8 @@ static void one(const char *policy, double want_min, double want_max)
     /* The limit applies to every device slot; only the one the fake shows
      * is armed, so the watcher decides for it alone. */
     if (!strcmp(policy, "default")) {
-        CHECK(file_has(lim_path("w.log"), "device 0: pacing released"));
-        CHECK(!file_has(lim_path("w.log"), "device 1:"));
+        CHECK(lim_log_says(lim_path("w.log"), "device 0: pacing released"));
+        CHECK(!lim_log_says(lim_path("w.log"), "device 1:"));
     }
     if (!strcmp(policy, "disable")) {
         CHECK_EQ(markers, 0);

@@ -77,63 +77,11 @@ static const char **worker(const char *name, const char *blocks, const char *syn
 
 /* ---- following H's trace (lim_worker --trace) ----------------------------- */
 
-struct launch {
-    int64_t entry, ret;
-    uint64_t sleeps, ticks, engaged;
-};
-
-struct trace {
-    const char *path;
-    long off; /* bytes of complete lines read */
-    int n, cap;
-    struct launch *l;
-};
-
-/* Reads the complete lines appended since the last call. */
-static void trace_follow(struct trace *t)
-{
-    FILE *f = fopen(t->path, "r");
-    if (!f)
-        return;
-    CHECK(fseek(f, t->off, SEEK_SET) == 0);
-    char line[256];
-    while (fgets(line, sizeof line, f)) {
-        size_t len = strlen(line);
-        if (!len || line[len - 1] != '\n')
-            break; /* the worker is still writing it */
-        long long e, r;
-        unsigned long long q, s, k, m;
-        CHECK(sscanf(line, "%lld %lld %llu %llu %llu %llu", &e, &r, &q, &s, &k, &m) == 6);
-        if (t->n == t->cap) {
-            t->cap = t->cap ? 2 * t->cap : 4096;
-            t->l = realloc(t->l, (size_t)t->cap * sizeof *t->l);
-            CHECK(t->l != NULL);
-        }
-        t->l[t->n++] = (struct launch){.entry = e, .ret = r, .sleeps = s, .ticks = k,
-                                       .engaged = m};
-        t->off += (long)len;
-    }
-    fclose(f);
-}
-
 /* H's watcher has completed `ticks` decisions (as its latest launch saw). */
-static bool decided(struct trace *t, uint64_t ticks)
+static bool decided(struct lim_trace *t, uint64_t ticks)
 {
-    trace_follow(t);
+    lim_trace_follow(t);
     return t->n && t->l[t->n - 1].ticks >= ticks;
-}
-
-static bool log_says(const char *file, const char *what)
-{
-    FILE *f = fopen(file, "r");
-    if (!f)
-        return false;
-    char line[1024];
-    bool found = false;
-    while (!found && fgets(line, sizeof line, f))
-        found = strstr(line, what) != NULL;
-    fclose(f);
-    return found;
 }
 
 static void print_lines(const char *file, const char *what)
@@ -148,47 +96,32 @@ static void print_lines(const char *file, const char *what)
     fclose(f);
 }
 
-static void stop(const char *name)
-{
-    FILE *f = fopen(lim_path(lim_kv("%s.stop", name)), "w");
-    if (f)
-        fclose(f);
-}
-
-/* A failed CHECK exits: the workers, which run until their stop files
- * appear, must not outlive the test (CTest would wait for them). */
-static void stop_both(void)
-{
-    stop("h");
-    stop("l");
-}
-
 int main(void)
 {
     lim_dir("priority_phantom");
-    atexit(stop_both);
+    lim_stop_at_exit("h", "l");
     struct fakecuda_state *gpu = lim_gpu("gpu.state");
     const char *hlog = lim_path("h.log"), *llog = lim_path("l.log");
-    struct trace h = {.path = lim_path("h.trace")};
+    struct lim_trace h = {.path = lim_path("h.trace")};
 
     /* 1. L first, so H's first decisions already see it on the board. */
     pid_t lp = lim_spawn(tenant("l", "1", "75"), worker("l", "500", "8", "0", false));
     lim_ready(lp);
-    CS_WAIT_FOR(log_says(llog, "device 0: pacing"), 20000, "L's first decision");
+    CS_WAIT_FOR(lim_log_says(llog, "device 0: pacing"), 20000, "L's first decision");
     pid_t hp = lim_spawn(tenant("h", "0", "25"), worker("h", "1500", "1", "1000", true));
     lim_ready(hp);
 
     /* 2. H sees L busy beside it, and has decided long enough. */
-    CS_WAIT_FOR(log_says(hlog, "publishing launch times"), 20000, "H seeing L busy on the board");
+    CS_WAIT_FOR(lim_log_says(hlog, "publishing launch times"), 20000, "H seeing L busy on the board");
     const int64_t seen = cs_now_ns();
     CS_WAIT_FOR(decided(&h, JUDGE_FROM_TICKS), 20000, "H's first decisions");
     CS_WAIT_FOR(decided(&h, JUDGE_FROM_TICKS + JUDGED_TICKS), 20000, "H's judged decisions");
-    trace_follow(&h);
+    lim_trace_follow(&h);
 
     /* 3. Never paced. */
     int first = -1, judged = 0, engaged = 0, slept = 0;
     for (int i = 0; i < h.n; i++) {
-        const struct launch *x = &h.l[i];
+        const struct lim_launch *x = &h.l[i];
         if (x->entry < seen || x->ticks < JUDGE_FROM_TICKS)
             continue;
         if (first < 0)
@@ -216,7 +149,7 @@ int main(void)
     CHECK_GE(judged, 4 * JUDGED_TICKS); /* a decision's engagement shows in its launches */
     CHECK(sw * 100 >= CS_FAIR_FOREIGN_GREEDY_PM);
 
-    stop_both();
+    lim_stop_listed();
     CHECK_EQ(cs_exit_code(cs_wait_child(hp, 20000)), 0);
     CHECK_EQ(cs_exit_code(cs_wait_child(lp, 20000)), 0);
     printf("ok\n");

@@ -104,50 +104,10 @@ static int board_files(void)
 
 /* ---- following a worker's trace ----------------------------------------- */
 
-struct launch {
-    int64_t entry, ret;
-    uint64_t quiet_waits, sleeps;
-};
-
-struct trace {
-    const char *path;
-    long off;               /* bytes of complete lines read */
-    int n, cap;
-    struct launch *l;
-};
-
-/* Reads the complete lines appended since the last call. */
-static void trace_follow(struct trace *t)
-{
-    FILE *f = fopen(t->path, "r");
-    if (!f)
-        return;
-    CHECK(fseek(f, t->off, SEEK_SET) == 0);
-    char line[256];
-    while (fgets(line, sizeof line, f)) {
-        size_t len = strlen(line);
-        if (!len || line[len - 1] != '\n')
-            break; /* the worker is still writing it */
-        struct launch x;
-        long long e, r;
-        unsigned long long q, s;
-        CHECK(sscanf(line, "%lld %lld %llu %llu", &e, &r, &q, &s) == 4);
-        x = (struct launch){.entry = e, .ret = r, .quiet_waits = q, .sleeps = s};
-        if (t->n == t->cap) {
-            t->cap = t->cap ? 2 * t->cap : 4096;
-            t->l = realloc(t->l, (size_t)t->cap * sizeof *t->l);
-            CHECK(t->l != NULL);
-        }
-        t->l[t->n++] = x;
-        t->off += (long)len;
-    }
-    fclose(f);
-}
-
 /* Launches of t that entered at or after `from`. */
-static int entered_since(struct trace *t, int64_t from)
+static int entered_since(struct lim_trace *t, int64_t from)
 {
-    trace_follow(t);
+    lim_trace_follow(t);
     int n = 0;
     for (int i = t->n - 1; i >= 0 && t->l[i].entry >= from; i--)
         n++;
@@ -155,29 +115,6 @@ static int entered_since(struct trace *t, int64_t from)
 }
 
 /* ---- conditions ----------------------------------------------------------- */
-
-/* `what` in a line of the log that starts at or after byte `from`. */
-static bool log_says_after(const char *file, const char *what, long from)
-{
-    FILE *f = fopen(file, "r");
-    if (!f)
-        return false;
-    if (fseek(f, from, SEEK_SET)) {
-        fclose(f);
-        return false;
-    }
-    char line[1024];
-    bool found = false;
-    while (!found && fgets(line, sizeof line, f))
-        found = strstr(line, what) != NULL;
-    fclose(f);
-    return found;
-}
-
-static bool log_says(const char *file, const char *what)
-{
-    return log_says_after(file, what, 0);
-}
 
 static long log_size(const char *file)
 {
@@ -215,7 +152,7 @@ static bool board_stamped(void)
  * (entered since `from`) had returned, returned at least Q after the
  * latest such launch of H entered. Returns how many launches of L were
  * judged. */
-static int judge_yield(const struct trace *h, const struct trace *l, int64_t from)
+static int judge_yield(const struct lim_trace *h, const struct lim_trace *l, int64_t from)
 {
     int judged = 0, bad = 0, j = 0, from_h;
     int64_t latest = -1, margin = INT64_MAX; /* entry of the latest H returned before */
@@ -225,7 +162,7 @@ static int judge_yield(const struct trace *h, const struct trace *l, int64_t fro
         j++;
     from_h = j;
     for (int i = 0; i < l->n; i++) {
-        const struct launch *x = &l->l[i];
+        const struct lim_launch *x = &l->l[i];
         if (x->entry < from)
             continue;
         while (j < h->n && h->l[j].ret < x->entry)
@@ -251,33 +188,18 @@ static int judge_yield(const struct trace *h, const struct trace *l, int64_t fro
 
 /* Step 3: L's launches that entered since `from` were never held: its
  * counters stand where the launch before them left them. */
-static void judge_free(const struct trace *l, int64_t from)
+static void judge_free(const struct lim_trace *l, int64_t from)
 {
     int first = l->n;
     while (first > 0 && l->l[first - 1].entry >= from)
         first--;
     CHECK(first > 0 && first < l->n);
-    const struct launch *base = &l->l[first - 1];
+    const struct lim_launch *base = &l->l[first - 1];
     for (int i = first; i < l->n; i++) {
         CHECK_EQ(l->l[i].quiet_waits, base->quiet_waits);
         CHECK_EQ(l->l[i].sleeps, base->sleeps);
     }
     printf("released: %d launches of L after the release, none held\n", l->n - first);
-}
-
-static void stop(const char *name)
-{
-    FILE *f = fopen(lim_path(lim_kv("%s.stop", name)), "w");
-    if (f)
-        fclose(f);
-}
-
-/* A failed CHECK exits: the workers, which run until their stop files
- * appear, must not outlive the test (CTest would wait for them). */
-static void stop_both(void)
-{
-    stop("h");
-    stop("l");
 }
 
 int main(int argc, char **argv)
@@ -288,9 +210,9 @@ int main(int argc, char **argv)
     if (pods)
         cs_require_root("another pod is another mount namespace (unshare -m)");
     lim_dir(pods ? "priority_yield_pods" : "priority_yield");
-    atexit(stop_both);
+    lim_stop_at_exit("h", "l");
     lim_gpu("gpu.state");
-    struct trace h = {.path = lim_path("h.trace")}, l = {.path = lim_path("l.trace")};
+    struct lim_trace h = {.path = lim_path("h.trace")}, l = {.path = lim_path("l.trace")};
     const char *hlog = lim_path("h.log"), *llog = lim_path("l.log");
     pid_t hp = pods ? spawn_in_own_pod(tenant("h", "0"), worker("h", "1000", "1", "4000"))
                     : lim_spawn(tenant("h", "0"), worker("h", "1000", "1", "4000"));
@@ -302,7 +224,7 @@ int main(int argc, char **argv)
      * pacing is engaged for priority. ("pacing engaged (priority" is no
      * condition: L may engage as contended first, before H is on the
      * board, and only a change of engagement is logged, not of reason.) */
-    CS_WAIT_FOR(log_says(llog, "yielding on activity to 1 busy higher-priority tenant"), 20000,
+    CS_WAIT_FOR(lim_log_says(llog, "yielding on activity to 1 busy higher-priority tenant"), 20000,
                 "L yielding to H's launches");
     CS_WAIT_FOR(board_stamped(), 20000, "H's launch stamps on the board");
     CHECK_EQ(board_files(), pods ? 2 : 1);
@@ -314,13 +236,13 @@ int main(int argc, char **argv)
      * from here on is about H's absence (it may have been released and
      * engaged again while the two started). */
     long before_stop = log_size(llog);
-    stop("h");
+    lim_stop("h");
     CHECK_EQ(cs_exit_code(cs_wait_child(hp, 20000)), 0);
-    trace_follow(&h);
-    trace_follow(&l);
+    lim_trace_follow(&h);
+    lim_trace_follow(&l);
     int judged = judge_yield(&h, &l, ready);
     CHECK_GE(judged, 200);
-    const struct launch *last = &l.l[l.n - 1];
+    const struct lim_launch *last = &l.l[l.n - 1];
     int first = l.n;
     while (first > 0 && l.l[first - 1].entry >= ready)
         first--;
@@ -328,14 +250,14 @@ int main(int argc, char **argv)
     CHECK_GT(last->quiet_waits, l.l[first - 1].quiet_waits); /* yielding held L */
 
     /* 3. Released, L runs freely. */
-    CS_WAIT_FOR(log_says_after(llog, "pacing released", before_stop), 20000, "L's pacing released after H left");
+    CS_WAIT_FOR(lim_log_says_after(llog, "pacing released", before_stop), 20000, "L's pacing released after H left");
     const int64_t released = cs_now_ns();
     CS_WAIT_FOR(entered_since(&l, released) >= 200, 20000, "launches of L after its release");
-    stop("l");
+    lim_stop("l");
     CHECK_EQ(cs_exit_code(cs_wait_child(lp, 20000)), 0);
-    trace_follow(&l);
+    lim_trace_follow(&l);
     judge_free(&l, released);
-    CHECK(log_says(hlog, "publishing launch times"));
+    CHECK(lim_log_says(hlog, "publishing launch times"));
     printf("ok\n");
     return 0;
 }
