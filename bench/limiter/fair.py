@@ -44,7 +44,7 @@ Every window also notes how much of its tenants' CPUs the hypervisor
 took (steal, from /proc/stat over the tenant's CPUs) and, where the
 workload reports it (cpu_pct), how busy its process kept a CPU: a launch-
 bound loop's speed follows its CPU, so a slow window with much steal is
-the host's, not the limiter's (fair-bench.csv; a line per mix).
+the host's, not the limiter's (fair-bench.csv; a host line per configuration).
 
 A workload is a command that takes --secs S --warmup W --serve and then
 answers timing.serve's requests with "RESULT ... rate=R ..." (p99_ms=Q
