@@ -395,11 +395,11 @@ static inline void lim_stop(const char *name)
 /* Workers that run until their stop files appear must not outlive a test
  * that a failed CHECK ended (CTest would wait for them): the names given
  * to lim_stop_at_exit are stopped at exit. */
-static const char *lim_exit_stops[4];
+static const char *lim_exit_stops[2];
 
 static inline void lim_stop_listed(void)
 {
-    for (int i = 0; i < 4 && lim_exit_stops[i]; i++)
+    for (int i = 0; i < 2 && lim_exit_stops[i]; i++)
         lim_stop(lim_exit_stops[i]);
 }
 

@@ -139,14 +139,16 @@ else
     INIT_N=300
 fi
 
+# fair.py's arguments: OPTION once per name of a comma-separated LIST.
 A=()
-IFS=, read -r -a want <<< "$MIXES"
-for m in "${want[@]}"; do [ -n "$m" ] && A+=(--mix "$m"); done
-SP=()
-IFS=, read -r -a want <<< "${SPLIT:-}"
-for m in "${want[@]}"; do [ -n "$m" ] && SP+=(--split "$m"); done
-IFS=, read -r -a want <<< "$SWEEP"
-for h in "${want[@]}"; do [ -n "$h" ] && A+=(--sweep "$h"); done
+each() {
+    local want x
+    IFS=, read -r -a want <<< "$2"
+    for x in "${want[@]}"; do [ -n "$x" ] && A+=("$1" "$x"); done
+}
+each --mix "$MIXES"
+each --split "${SPLIT:-}"
+each --sweep "$SWEEP"
 
 # NODE_TRACE=1: the node view (every tenant's share decision) every 0.5 s.
 if [ "${NODE_TRACE:-0}" = 1 ]; then
@@ -166,7 +168,7 @@ if [ ${#A[@]} -gt 0 ]; then
     python3 "$ROOT/bench/limiter/fair.py" --cushare "$BUILD/cushare" "${W[@]}" "${A[@]}" \
         --reps "$REPS" --group "$GROUP" --secs "$SECS" --warmup "$WARMUP" --settle "$SETTLE" \
         --budget "$BUDGET" --out "$OUT" ${FRESH:+--fresh} $([ "${PIN:-1}" = 1 ] && echo --pin) \
-        "${SP[@]}" $([ "${AGAIN:-0}" = 1 ] && echo --again) \
+        $([ "${AGAIN:-0}" = 1 ] && echo --again) \
         2> >(tee "$OUT/progress.txt" >&2)
     rc=$?
 fi
