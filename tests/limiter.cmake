@@ -58,6 +58,9 @@ cs_limiter_test(limiter_tenant test_tenant.c)
 cs_limiter_test(limiter_priority_yield test_priority_yield.c ARGS pod)
 # The same with the higher tenant in another pod (root: unshare -m).
 cs_limiter_test(limiter_priority_yield_pods test_priority_yield.c ARGS pods)
+# A higher-priority tenant that leaves no quiet gap keeps the lower one
+# out for as long as it is active: the lower one stays busy on the board.
+cs_limiter_test(limiter_priority_kept_out test_priority_yield.c ARGS kept-out)
 # Beside a lower-priority tenant on a time-slicing GPU, the busy time NVML
 # counts beyond both tenants' uses never paces the higher-priority one.
 cs_limiter_test(limiter_priority_phantom test_priority_phantom.c)

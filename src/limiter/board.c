@@ -850,8 +850,8 @@ static bool entry_busy(const struct cs_board_entry *e, int64_t now)
                                                                       : e->busy_until_ns);
     if (until > seen + CS_BOARD_BUSY_HOLD_NS)
         until = seen + CS_BOARD_BUSY_HOLD_NS;
-    return until > now && e->share_ppm >= CS_BOARD_BUSY_PPM && e->share_ppm <= 1000000 &&
-           e->sm_limit <= 100;
+    bool wants = e->share_ppm >= CS_BOARD_BUSY_PPM || (e->flags & CS_BOARD_F_HELD);
+    return until > now && wants && e->share_ppm <= 1000000 && e->sm_limit <= 100;
 }
 
 static bool snap_push(struct cs_board *b, int u, uint32_t index, const struct cs_board_entry *e)

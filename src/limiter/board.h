@@ -47,7 +47,9 @@
  * the owner checks; a timestamp in the future counts as now, one more than
  * CS_BOARD_FUTURE_NS ahead as garbage; an entry is busy for at most
  * CS_BOARD_BUSY_HOLD_NS after it was seen, with a share of at least
- * CS_BOARD_BUSY_PPM, whatever busy_until says. Priority, policy, limit and
+ * CS_BOARD_BUSY_PPM or held by its pacing (CS_BOARD_F_HELD: it has work
+ * waiting, though it may use nothing, as a tenant that yields to a higher
+ * priority), whatever busy_until says. Priority, policy, limit and
  * share are the writer's word (CUDA_TASK_PRIORITY is each tenant's own
  * setting anyway); what that word can do to others is bounded in
  * docs/limiter.md ("What a board entry can do to others").
@@ -68,7 +70,7 @@
 #define CS_BOARD_STALE_NS 60000000000ll    /* unposted for 60 s: free */
 #define CS_BOARD_FUTURE_NS 1000000000ll    /* seen further ahead: garbage */
 #define CS_BOARD_BUSY_HOLD_NS 300000000ll  /* busy until seen + 300 ms at most */
-#define CS_BOARD_BUSY_PPM 20000u           /* a 2 % share makes a tenant busy */
+#define CS_BOARD_BUSY_PPM 20000u           /* a 2 % share (or being held) makes a tenant busy */
 
 struct cs_board_header {
     char magic[8];

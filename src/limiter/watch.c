@@ -731,6 +731,17 @@ static bool held(int d)
            (uint64_t)ring_span(CS_WATCH_WINDOW) * CS_LIM_TICK_NS * CS_WATCH_UNPACED_PCT;
 }
 
+/* Whether our board entry says busy: we use a share that counts, or our
+ * pacing holds us (work waiting, though we may use nothing, as while we
+ * yield to a higher priority: that tenant keeps publishing its launch
+ * times for us). Held while our last decision engaged us only: a new
+ * tenant's first launches wait for a measurement, engaged until a first
+ * decision (fail closed), which is no pacing. */
+static bool busy_on_board(int d, uint32_t ppm)
+{
+    return ppm >= CS_BOARD_BUSY_PPM || (held(d) && W.dev[d].fair.engaged);
+}
+
 /* What we would use unthrottled, roughly: our use over the time we were
  * not asleep in pacing, in parts per 10000 (display only). */
 static uint32_t demand_pm(int d, uint32_t use_ppm)
@@ -910,7 +921,7 @@ static void tick(int64_t now)
         if (known && W.board) {
             struct cs_board_post p = {.tenant = W.tenant_id, .priority = prio,
                                       .policy = policy, .sm_limit = D->pct,
-                                      .share_ppm = ppm, .busy = ppm >= CS_BOARD_BUSY_PPM,
+                                      .share_ppm = ppm, .busy = busy_on_board(d, ppm),
                                       .starved = starved(d, ppm, saturated),
                                       .paced = !runs_beside_others(d) &&
                                                __atomic_load_n(&D->engaged,

@@ -246,6 +246,23 @@ int main(void)
     CHECK_EQ(v.busy_higher_or_equal, 1);
     cs__board_close(b2);
 
+    /* A tenant its pacing holds is busy whatever it uses (one yielding to
+     * a higher priority uses nothing while it waits); one that is not
+     * held is busy only from a 2 % share, whatever its post says. */
+    struct cs_board_post w = {.tenant = 15, .priority = 1, .sm_limit = 50, .share_ppm = 0,
+                              .busy = true, .held = true};
+    memcpy(w.uuid, gpu0, 16);
+    cs__board_post(b, &w, now + 2 * SEC);
+    cs__board_view(b, 12, gpu0, 0, now + 2 * SEC, &v);
+    CHECK_EQ(v.busy_lower, 1);
+    CHECK_EQ(v.lower_share_ppm, 0);
+    CHECK(v.npeers == 2 && v.peers[1].held && v.peers[1].share_ppm == 0);
+    w.held = false;
+    w.share_ppm = 19999;
+    cs__board_post(b, &w, now + 2 * SEC);
+    cs__board_view(b, 12, gpu0, 0, now + 2 * SEC, &v);
+    CHECK_EQ(v.busy_lower, 0);
+
     posts_past_a_busy_lock(b, file, gpu0, now + 3 * SEC);
 
     cs__board_close(b);

@@ -33,6 +33,16 @@
  *         (another pod, so another board file, as for any other user): L
  *         reads H's stamp with pread through a checked descriptor. Needs
  *         root (unshare -m); skipped, visibly, otherwise.
+ *   kept-out  (limiter_priority_kept_out) H launches more often than Q (a
+ *         0.2 ms kernel, a sync, 0.3 ms asleep), so L finds no quiet gap
+ *         and uses nothing. L's pacing still holds it, and a held tenant
+ *         is busy on the board: H keeps publishing its launch times for as
+ *         long as L waits, and L stays out. Judged over H's next 6000
+ *         launches (at least 3 s, three times what L takes to fall under
+ *         the board's 2 % share): H never stops publishing and no launch
+ *         of L breaks step 2's rule. Then step 3. Fails where only a share
+ *         makes a tenant busy: H stops publishing about a second after L
+ *         is kept out and L runs on H's last, stale stamp.
  */
 #include <dirent.h>
 #include <fcntl.h>
@@ -202,8 +212,68 @@ static void judge_free(const struct lim_trace *l, int64_t from)
     printf("released: %d launches of L after the release, none held\n", l->n - first);
 }
 
+/* Step 3: H has gone; once L's log says its pacing is released (after
+ * `before_stop`), L's later launches are never held. */
+static void released_runs_free(struct lim_trace *l, const char *llog, long before_stop, pid_t lp)
+{
+    CS_WAIT_FOR(lim_log_says_after(llog, "pacing released", before_stop), 20000,
+                "L's pacing released after H left");
+    const int64_t released = cs_now_ns();
+    CS_WAIT_FOR(entered_since(l, released) >= 200, 20000, "launches of L after its release");
+    lim_stop("l");
+    CHECK_EQ(cs_exit_code(cs_wait_child(lp, 20000)), 0);
+    lim_trace_follow(l);
+    judge_free(l, released);
+}
+
+/* Whether the trace's launches entered since `from` include one held by
+ * yielding: its quiet_waits exceed those before it. */
+static bool yield_held(const struct lim_trace *t, int64_t from)
+{
+    int first = t->n;
+    while (first > 0 && t->l[first - 1].entry >= from)
+        first--;
+    return first > 0 && t->l[t->n - 1].quiet_waits > t->l[first - 1].quiet_waits;
+}
+
+/* kept-out: L waits through all of H's activity, and H publishes for it
+ * throughout. */
+static int kept_out(void)
+{
+    lim_dir("priority_kept_out");
+    lim_stop_at_exit("h", "l");
+    lim_gpu("gpu.state");
+    struct lim_trace h = {.path = lim_path("h.trace")}, l = {.path = lim_path("l.trace")};
+    const char *hlog = lim_path("h.log"), *llog = lim_path("l.log");
+    pid_t hp = lim_spawn(tenant("h", "0"), worker("h", "200", "1", "300"));
+    pid_t lp = lim_spawn(tenant("l", "1"), worker("l", "500", "8", "0"));
+    lim_ready(hp);
+    lim_ready(lp);
+    CS_WAIT_FOR(lim_log_says(llog, "yielding on activity to 1 busy higher-priority tenant"), 20000,
+                "L yielding to H's launches");
+    CS_WAIT_FOR(board_stamped(), 20000, "H's launch stamps on the board");
+    const int64_t ready = cs_now_ns();
+    long h_ready = log_size(hlog);
+    CS_WAIT_FOR(entered_since(&h, ready) >= 6000, 60000, "6000 launches of H since L yields");
+    CHECK(!lim_log_says_after(hlog, "stopped publishing", h_ready));
+    CHECK(!lim_log_says_after(llog, "not yielding", 0));
+
+    long before_stop = log_size(llog);
+    lim_stop("h");
+    CHECK_EQ(cs_exit_code(cs_wait_child(hp, 20000)), 0);
+    lim_trace_follow(&h);
+    lim_trace_follow(&l);
+    judge_yield(&h, &l, ready);
+    CHECK(l.n > 0 && yield_held(&l, ready));
+    released_runs_free(&l, llog, before_stop, lp);
+    printf("ok\n");
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc > 1 && !strcmp(argv[1], "kept-out"))
+        return kept_out();
     bool pods = argc > 1 && !strcmp(argv[1], "pods");
     if (argc > 1 && !pods && strcmp(argv[1], "pod"))
         return 2;
@@ -242,21 +312,10 @@ int main(int argc, char **argv)
     lim_trace_follow(&l);
     int judged = judge_yield(&h, &l, ready);
     CHECK_GE(judged, 200);
-    const struct lim_launch *last = &l.l[l.n - 1];
-    int first = l.n;
-    while (first > 0 && l.l[first - 1].entry >= ready)
-        first--;
-    CHECK(first > 0);
-    CHECK_GT(last->quiet_waits, l.l[first - 1].quiet_waits); /* yielding held L */
+    CHECK(yield_held(&l, ready));
 
     /* 3. Released, L runs freely. */
-    CS_WAIT_FOR(lim_log_says_after(llog, "pacing released", before_stop), 20000, "L's pacing released after H left");
-    const int64_t released = cs_now_ns();
-    CS_WAIT_FOR(entered_since(&l, released) >= 200, 20000, "launches of L after its release");
-    lim_stop("l");
-    CHECK_EQ(cs_exit_code(cs_wait_child(lp, 20000)), 0);
-    lim_trace_follow(&l);
-    judge_free(&l, released);
+    released_runs_free(&l, llog, before_stop, lp);
     CHECK(lim_log_says(hlog, "publishing launch times"));
     printf("ok\n");
     return 0;
