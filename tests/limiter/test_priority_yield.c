@@ -236,23 +236,45 @@ static bool yield_held(const struct lim_trace *t, int64_t from)
     return first > 0 && t->l[t->n - 1].quiet_waits > t->l[first - 1].quiet_waits;
 }
 
+/* H (priority 0: kernels of `h_blocks`, a sync each, `h_gap_us` asleep;
+ * in a pod of its own when `own_pod`) and L (priority 1, saturating) in
+ * a fresh directory `dir`, both ready. */
+static void start_pair(const char *dir, bool own_pod, const char *h_blocks, const char *h_gap_us,
+                       pid_t *hp, pid_t *lp)
+{
+    lim_dir(dir);
+    lim_stop_at_exit("h", "l");
+    lim_gpu("gpu.state");
+    const char **h_args = worker("h", h_blocks, "1", h_gap_us);
+    *hp = own_pod ? spawn_in_own_pod(tenant("h", "0"), h_args)
+                  : lim_spawn(tenant("h", "0"), h_args);
+    *lp = lim_spawn(tenant("l", "1"), worker("l", "500", "8", "0"));
+    lim_ready(*hp);
+    lim_ready(*lp);
+}
+
+/* Step 1: L yields to H and H publishes (L says it yields only while its
+ * pacing is engaged for priority; "pacing engaged (priority" is no
+ * condition: L may engage as contended first, before H is on the board,
+ * and only a change of engagement is logged, not of reason). Returns
+ * t_ready. */
+static int64_t wait_yielding(const char *llog)
+{
+    CS_WAIT_FOR(lim_log_says(llog, "yielding on activity to 1 busy higher-priority tenant"), 20000,
+                "L yielding to H's launches");
+    CS_WAIT_FOR(board_stamped(), 20000, "H's launch stamps on the board");
+    return cs_now_ns();
+}
+
 /* kept-out: L waits through all of H's activity, and H publishes for it
  * throughout. */
 static int kept_out(void)
 {
-    lim_dir("priority_kept_out");
-    lim_stop_at_exit("h", "l");
-    lim_gpu("gpu.state");
+    pid_t hp, lp;
+    start_pair("priority_kept_out", false, "200", "300", &hp, &lp);
     struct lim_trace h = {.path = lim_path("h.trace")}, l = {.path = lim_path("l.trace")};
     const char *hlog = lim_path("h.log"), *llog = lim_path("l.log");
-    pid_t hp = lim_spawn(tenant("h", "0"), worker("h", "200", "1", "300"));
-    pid_t lp = lim_spawn(tenant("l", "1"), worker("l", "500", "8", "0"));
-    lim_ready(hp);
-    lim_ready(lp);
-    CS_WAIT_FOR(lim_log_says(llog, "yielding on activity to 1 busy higher-priority tenant"), 20000,
-                "L yielding to H's launches");
-    CS_WAIT_FOR(board_stamped(), 20000, "H's launch stamps on the board");
-    const int64_t ready = cs_now_ns();
+    const int64_t ready = wait_yielding(llog);
     long h_ready = log_size(hlog);
     CS_WAIT_FOR(entered_since(&h, ready) >= 6000, 60000, "6000 launches of H since L yields");
     CHECK(!lim_log_says_after(hlog, "stopped publishing", h_ready));
@@ -279,26 +301,14 @@ int main(int argc, char **argv)
         return 2;
     if (pods)
         cs_require_root("another pod is another mount namespace (unshare -m)");
-    lim_dir(pods ? "priority_yield_pods" : "priority_yield");
-    lim_stop_at_exit("h", "l");
-    lim_gpu("gpu.state");
+    pid_t hp, lp;
+    start_pair(pods ? "priority_yield_pods" : "priority_yield", pods, "1000", "4000", &hp, &lp);
     struct lim_trace h = {.path = lim_path("h.trace")}, l = {.path = lim_path("l.trace")};
     const char *hlog = lim_path("h.log"), *llog = lim_path("l.log");
-    pid_t hp = pods ? spawn_in_own_pod(tenant("h", "0"), worker("h", "1000", "1", "4000"))
-                    : lim_spawn(tenant("h", "0"), worker("h", "1000", "1", "4000"));
-    pid_t lp = lim_spawn(tenant("l", "1"), worker("l", "500", "8", "0"));
-    lim_ready(hp);
-    lim_ready(lp);
 
-    /* 1. L yields to H; H publishes. L says it yields only while its
-     * pacing is engaged for priority. ("pacing engaged (priority" is no
-     * condition: L may engage as contended first, before H is on the
-     * board, and only a change of engagement is logged, not of reason.) */
-    CS_WAIT_FOR(lim_log_says(llog, "yielding on activity to 1 busy higher-priority tenant"), 20000,
-                "L yielding to H's launches");
-    CS_WAIT_FOR(board_stamped(), 20000, "H's launch stamps on the board");
+    /* 1. L yields to H; H publishes. */
+    const int64_t ready = wait_yielding(llog);
     CHECK_EQ(board_files(), pods ? 2 : 1);
-    const int64_t ready = cs_now_ns();
     CS_WAIT_FOR(entered_since(&h, ready) >= 60 && entered_since(&l, ready) >= 200, 30000,
                 "launches of H and of L (L filling H's gaps) since both yield and stamps");
 
