@@ -103,7 +103,8 @@ def main():
         return (f"workload=decode rate={tokens / took:.1f} kernels={len(lat)} secs={took:.3f} "
                 f"calls={len(lat)} p50_ms={percentile(lat, 0.5):.3f} "
                 f"p99_ms={percentile(lat, 0.99):.3f} "
-                f"step_p99_ms={percentile(steps, 0.99):.3f} cpu_pct={100 * cpu / took:.1f}"
+                f"step_p99_ms={percentile(steps, 0.99):.3f} cpu_pct={100 * cpu / took:.1f} "
+                f"from={t_meas:.6f} to={t:.6f}"
                 + limiter_note())
 
     call()  # first call: allocations, kernels chosen

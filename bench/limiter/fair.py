@@ -318,7 +318,24 @@ def window(a, group, gpu=False):
     after = cpu_ticks()
     for t, g in zip(group, got):
         g["steal_pct"] = steal_pct(before, after, t.cpus)
+    together(got)
     return got
+
+
+def together(got):
+    """Sets each result's together_pct: the part of its measured interval
+    (from..to, CLOCK_MONOTONIC s) during which every tenant of the window
+    was measuring (NaN when a tenant did not say). A tenant held through
+    the others' whole window measures after it, alone."""
+    nan = float("nan")
+    try:
+        lo = max(g["from"] for g in got)
+        hi = min(g["to"] for g in got)
+    except KeyError:
+        lo = hi = None
+    for g in got:
+        own = g.get("to", 0) - g.get("from", 0)
+        g["together_pct"] = nan if lo is None or own <= 0 else 100.0 * max(0.0, hi - lo) / own
 
 
 def main(argv=None):
@@ -411,7 +428,7 @@ def finish(a, say, mixes, alone, got, done, took):
     csv = open(os.path.join(a.out, "fair-bench.csv"), "w")
     csv.write("mix,rep,config,tenant,workload,limit,rate,p99_ms,step_p99_ms,"
               "alone_rate,alone_p99_ms,alone_step_p99_ms,steal_pct,cpu_pct,"
-              "alone_steal_pct,alone_cpu_pct\n")
+              "alone_steal_pct,alone_cpu_pct,together_pct\n")
     nan = float("nan")
     for m, (tenants, _, configs) in mixes.items():
         for c in configs:
@@ -423,7 +440,8 @@ def finish(a, say, mixes, alone, got, done, took):
                               f"{al['rate']:.3f},{al.get('p99_ms', nan):.3f},"
                               f"{al.get('step_p99_ms', nan):.3f},"
                               f"{g.get('steal_pct', nan):.2f},{g.get('cpu_pct', nan):.1f},"
-                              f"{al.get('steal_pct', nan):.2f},{al.get('cpu_pct', nan):.1f}\n")
+                              f"{al.get('steal_pct', nan):.2f},{al.get('cpu_pct', nan):.1f},"
+                              f"{g.get('together_pct', nan):.1f}\n")
     verdicts = [("reps", done == a.reps, f"{done} of {a.reps} repetitions ran"
                  + (f" within the budget of {a.budget:.0f} s" if a.budget else ""))]
     for w in sorted(alone):

@@ -27,7 +27,7 @@ import argparse
 import torch
 
 from timing import (add_serve_arg, add_timing_args, gpu_ms_per_step, limiter_note, measure,
-                    serve, wait_for_start)
+                    serve, span, wait_for_start)
 
 
 def capture(layers=4, width=2048, batch_size=8, stamps=None):
@@ -87,7 +87,7 @@ def main():
             counted, took = measure(step, a.per_sync, torch.cuda.synchronize, warmup, secs)
             kernel = f" kernel_ms={gpu_us_per_replay(g.replay) / 1000:.4f}" if gpu else ""
             return (f"workload=graph rate={counted / took:.1f} kernels={counted} "
-                    f"secs={took:.3f}{kernel}" + limiter_note())
+                    f"secs={took:.3f}{kernel}" + span() + limiter_note())
         serve(window)
         return
     wait_for_start(a.start_mono)

@@ -20,7 +20,7 @@ import argparse
 import torch
 
 from timing import (add_serve_arg, add_timing_args, gpu_ms_per_step, limiter_note, measure,
-                    serve, wait_for_start)
+                    serve, span, wait_for_start)
 
 
 def main():
@@ -48,7 +48,7 @@ def main():
         kernel = (f" kernel_ms={gpu_ms_per_step(step, torch.cuda.synchronize, a.batch):.4f}"
                   if gpu else "")
         return (f"workload=matmul rate={rate:.1f} kernels={counted} secs={took:.3f} "
-                f"tflops={tflops:.1f}{kernel}" + limiter_note())
+                f"tflops={tflops:.1f}{kernel}" + span() + limiter_note())
 
     if a.serve:
         serve(window)

@@ -78,6 +78,16 @@ def gpu_ms_per_step(step, sync, n, tries=5):
     return best
 
 
+_span = [0.0, 0.0]   # the interval the latest measure() counted
+
+
+def span():
+    """' from=S to=E': the CLOCK_MONOTONIC seconds the latest measure()
+    counted over, for the RESULT line (fair.py checks that the tenants of
+    a window were measured at the same time)."""
+    return f" from={_span[0]:.6f} to={_span[1]:.6f}"
+
+
 def measure(step, batch, sync, warmup, secs):
     """Runs batches of `batch` steps, `sync()` after each, until `secs`
     have been measured after `warmup`; returns (steps counted, seconds).
@@ -106,6 +116,7 @@ def measure(step, batch, sync, warmup, secs):
                 if slice_s:
                     print(f"SLICES pid={os.getpid()} from={t_meas:.3f} to={t:.3f} "
                           f"rates={','.join(f'{r:.0f}' for r in rates)}", file=sys.stderr)
+                _span[:] = [t_meas, t]
                 return counted, t - t_meas
 
 

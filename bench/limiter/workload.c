@@ -213,8 +213,9 @@ static int run_window(const struct job *j, long long start_mono, double warmup, 
     }
     double p50 = percentile(lat, ncalls, 0.5), p99 = percentile(lat, ncalls, 0.99);
     printf("RESULT workload=%s rate=%.1f kernels=%llu secs=%.3f calls=%zu p50_ms=%.3f "
-           "p99_ms=%.3f",
-           j->name, (double)counted / (t - t_meas), counted, t - t_meas, ncalls, p50, p99);
+           "p99_ms=%.3f from=%.6f to=%.6f",
+           j->name, (double)counted / (t - t_meas), counted, t - t_meas, ncalls, p50, p99,
+           t_meas, t);
     if (gpu)
         printf(" kernel_ms=%.4f", kernel_ms(j));
     printf("\n");

@@ -365,7 +365,7 @@ def test_fair_split():
     check(rc == 2 and "--split 'decode+decode': must name a non-saturating mix given with --mix"
           in out, f"fair.py --split of a mix not run: usage error: exit {rc}\n{out}")
     head = csv.split("\n")[0].split(",")
-    check(head[-4:] == ["steal_pct", "cpu_pct", "alone_steal_pct", "alone_cpu_pct"],
+    check(head[-5:] == ["steal_pct", "cpu_pct", "alone_steal_pct", "alone_cpu_pct", "together_pct"],
           f"fair.py: the CSV carries the host columns: {head}")
 
 
@@ -415,6 +415,34 @@ def test_steal():
     check(line == "steal % 2.0 (1.0..3.0), cpu % 90 (80..99)", f"host_line: {line}")
     check(fair_report.host_line([{"steal_pct": 0.0}]) == "steal % 0.0 (0.0..0.0)",
           "host_line: no cpu % where the workload does not report it")
+
+
+def test_measured_together():
+    import fair
+    got = [{"from": 10.0, "to": 13.0}, {"from": 10.5, "to": 13.5}, {"from": 14.0, "to": 17.0}]
+    fair.together(got[:2])
+    check([round(g["together_pct"], 1) for g in got[:2]] == [83.3, 83.3],
+          f"together: the shared part of each interval: {got[:2]}")
+    fair.together(got)
+    check(got[2]["together_pct"] == 0.0, "together: a tenant measured after the others: 0 %")
+    odd = [{"from": 1.0, "to": 2.0}, {}]
+    fair.together(odd)
+    check(all(math.isnan(g["together_pct"]) for g in odd), "together: unknown where one is silent")
+    # A default window whose hog measured after the decode fails closed,
+    # whatever its figures say.
+    alone, got = decode_hog([85, 90, 80], [96, 97, 99], [12, 11, 12.5])
+    got["default"] = [[dict(x, together_pct=100.0) for x in w] for w in got["default"]]
+    got["default"][1] = [dict(got["default"][1][0], together_pct=40.0),
+                         dict(got["default"][1][1], together_pct=40.0)]
+    lines, v = fair_report.judge_mix("decode+hog", DECODE_HOG, False,
+                                     ["sliced", "default", "priority"], alone, got, 3)
+    check(verdict(v, "aggregate") == [False] and verdict(v, "no-loss") == [False, False],
+          f"together: default measured apart is no pass: {v}")
+    check(any("[not measured together: 40 %]" in x for x in lines), "together: says why")
+    check(verdict(v, "prio-speed") == [True], "together: priority verdicts unaffected")
+    line = fair_report.host_line([{"steal_pct": 0.0, "together_pct": 0.0}])
+    check(line == "steal % 0.0 (0.0..0.0), measured with the others % 0 (0..0)",
+          f"host_line: together: {line}")
 
 
 def test_fair_tenant_failure():
