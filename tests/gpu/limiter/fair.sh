@@ -122,8 +122,8 @@ if [ -n "${FAKE:-}" ]; then
 else
     { nvidia-smi; nvidia-smi -q -d COMPUTE,CLOCK; } > "$OUT/nvidia-smi.txt" 2>&1 || true
     PY="python3 $ROOT/bench/limiter"
-    # DECODE=stand-in: the C stand-in (32 element-wise kernels a call with
-    # slept gaps, meant to keep the GPU about as busy as the HF loop) in
+    # DECODE=stand-in: the C stand-in (32 element-wise kernels of 0.06 ms
+    # a call with slept gaps: the GPU about half busy alone) in
     # place of the HF loop, whose speed follows the CPU's: the mechanism
     # judged without the host's noise; the HF loop stays the headline.
     if [ "${DECODE:-hf}" = stand-in ]; then
