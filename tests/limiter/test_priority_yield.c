@@ -114,14 +114,22 @@ static int board_files(void)
 
 /* ---- following a worker's trace ----------------------------------------- */
 
-/* Launches of t that entered at or after `from`. */
+/* Index of t's first launch of those that entered at or after `from`
+ * (t->n when none did). */
+static int first_since(const struct lim_trace *t, int64_t from)
+{
+    int first = t->n;
+    while (first > 0 && t->l[first - 1].entry >= from)
+        first--;
+    return first;
+}
+
+/* Launches of t that entered at or after `from`, as far as it has been
+ * written. */
 static int entered_since(struct lim_trace *t, int64_t from)
 {
     lim_trace_follow(t);
-    int n = 0;
-    for (int i = t->n - 1; i >= 0 && t->l[i].entry >= from; i--)
-        n++;
-    return n;
+    return t->n - first_since(t, from);
 }
 
 /* ---- conditions ----------------------------------------------------------- */
@@ -200,9 +208,7 @@ static int judge_yield(const struct lim_trace *h, const struct lim_trace *l, int
  * counters stand where the launch before them left them. */
 static void judge_free(const struct lim_trace *l, int64_t from)
 {
-    int first = l->n;
-    while (first > 0 && l->l[first - 1].entry >= from)
-        first--;
+    int first = first_since(l, from);
     CHECK(first > 0 && first < l->n);
     const struct lim_launch *base = &l->l[first - 1];
     for (int i = first; i < l->n; i++) {
@@ -230,9 +236,7 @@ static void released_runs_free(struct lim_trace *l, const char *llog, long befor
  * yielding: its quiet_waits exceed those before it. */
 static bool yield_held(const struct lim_trace *t, int64_t from)
 {
-    int first = t->n;
-    while (first > 0 && t->l[first - 1].entry >= from)
-        first--;
+    int first = first_since(t, from);
     return first > 0 && t->l[t->n - 1].quiet_waits > t->l[first - 1].quiet_waits;
 }
 
