@@ -33,6 +33,7 @@
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -700,6 +701,14 @@ static int64_t unheld_ns(int d)
            (int64_t)ring_delta(W.slept, d, CS_WATCH_WINDOW);
 }
 
+/* A dry spell of CS_LIM_IDLE_GAP_NS ended within the last second, or
+ * nothing of ours ran over the last CS_WATCH_FILL_RECENT ticks. */
+static bool rested(int d)
+{
+    return ring_delta(W.idle_gaps, d, CS_WATCH_WINDOW) != 0 ||
+           ring_delta(W.own, d, CS_WATCH_FILL_RECENT) == 0;
+}
+
 static bool filling(int d)
 {
     /* Until half a second is seen, unknown: taken as filling, so a tenant
@@ -710,9 +719,7 @@ static bool filling(int d)
     int64_t unheld = unheld_ns(d);
     int64_t dry = (int64_t)ring_delta(W.dry, d, CS_WATCH_WINDOW);
     int64_t blocked = (int64_t)ring_delta(W.blocked, d, CS_WATCH_WINDOW);
-    bool rested = ring_delta(W.idle_gaps, d, CS_WATCH_WINDOW) != 0 ||
-                  ring_delta(W.own, d, CS_WATCH_FILL_RECENT) == 0;
-    return span > 0 && unheld > 0 && !rested &&
+    return span > 0 && unheld > 0 && !rested(d) &&
            (dry * 100 < unheld * CS_WATCH_DRY_PCT || blocked * 100 >= unheld * CS_WATCH_BLOCKED_PCT);
 }
 
@@ -722,6 +729,22 @@ static int of_unheld(int d, const uint64_t a[][CS_MAX_DEVICES])
 {
     int64_t unheld = unheld_ns(d);
     return unheld > 0 ? (int)((int64_t)ring_delta(a, d, CS_WATCH_WINDOW) * 100 / unheld) : 0;
+}
+
+/* Why filling(d) said what it said, for the log: a rest, or the queue's
+ * dry and blocked time. A dry spell is counted whole at the launch that
+ * ends it, so one that began seconds ago would read as more than the
+ * second. */
+static const char *fill_evidence(int d, char *buf, size_t n)
+{
+    if (ring_span(CS_WATCH_WINDOW) < CS_WATCH_WINDOW / 2)
+        snprintf(buf, n, "under half a second seen");
+    else if (rested(d))
+        snprintf(buf, n, "rested within the last second");
+    else
+        snprintf(buf, n, "queue dry %d %%, blocked in syncs %d %% of the time not held",
+                 of_unheld(d, W.dry), of_unheld(d, W.blocked));
+    return buf;
 }
 
 /* Our pacing slept at least CS_WATCH_UNPACED_PCT of the last second. */
@@ -817,15 +840,15 @@ static int decide_default(int d, uint32_t ppm, int32_t prio, int util, int forei
         w->fair = out;
     }
     int engaged = out.engaged || D->contended_until > now;
+    char evidence[96];
     __atomic_store_n(&D->ahead_ns, engaged ? w->fair.ahead_ns : 0, __ATOMIC_RELAXED);
     publish_state(d, ppm, engaged ? w->fair.why : CS_FAIR_FREE, w->fair.entitled_pm);
     if (cs__lim_set_engaged(d, engaged) != engaged)
         cs_info(SUBSYS, "device %d: pacing %s (%s; use %.1f %%, entitled %.1f %%, %s the GPU "
-                "(queue dry %d %%, blocked in syncs %d %% of the time not held), device %d %% "
-                "busy, %d other busy tenant%s, unexplained %d %%)", d,
+                "(%s), device %d %% busy, %d other busy tenant%s, unexplained %d %%)", d,
                 engaged ? "engaged" : "released", cs__fair_why_name(w->fair.why), ppm / 1e4,
                 w->fair.entitled_pm / 100.0, in.filling ? "fills" : "does not fill",
-                of_unheld(d, W.dry), of_unheld(d, W.blocked), util, v->npeers,
+                fill_evidence(d, evidence, sizeof evidence), util, v->npeers,
                 v->npeers == 1 ? "" : "s", unexplained);
     return engaged;
 }
