@@ -11,7 +11,8 @@ GPU idles between its small kernels while Python prepares the next.
               [--prompt P] [--new N] [--layers L] [--serve]
 
 Prints one line: RESULT workload=decode rate=TOKENS_PER_S kernels=CALLS
-secs=T calls=C p50_ms=P p99_ms=Q step_p99_ms=R cpu_pct=U: P and Q are
+secs=T calls=C p50_ms=P p99_ms=Q step_p99_ms=R cpu_pct=U: the rate counts
+the tokens made within the window step by step, P and Q are
 percentiles of the latency of a call (one `generate`), R of the time
 between two tokens of a call (a decode step; generate synchronises after
 each), U the CPU time of the process over the window in percent of one
@@ -27,7 +28,8 @@ import time
 
 import torch
 
-from timing import add_serve_arg, add_timing_args, limiter_note, serve, wait_for_start
+from timing import (add_serve_arg, add_timing_args, in_window, limiter_note, serve,
+                    wait_for_start)
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests",
                                 "gpu", "workloads"))
@@ -76,35 +78,44 @@ def main():
               do_sample=False, pad_token_id=0, stopping_criteria=StoppingCriteriaList([clock]))
 
     def call():
+        """One generate; the times its tokens were made (one per step)."""
         clock.t.clear()
         with torch.no_grad():
             model.generate(ids, **kw)
         torch.cuda.synchronize()
-        return [b - a_ for a_, b in zip(clock.t, clock.t[1:])]
+        return list(clock.t)
 
     def window(warmup, secs, gpu=False):
-        t0 = time.monotonic()
-        lat, steps, t_meas, measuring = [], [], 0.0, False
+        """Tokens made in [start + warmup, + secs), counted by step: a call
+        is a fifth of the window, and whole calls would stretch the window
+        past the other tenants' by up to one at either edge. A call's
+        latency counts when it ends inside the window."""
+        lo = time.monotonic() + warmup
+        hi = lo + secs
+        lat, steps, made, cpu0, c_meas = [], [], 0, None, 0.0
         while True:
             c0 = time.monotonic()
-            gaps = call()
+            stamps = call()
             t = time.monotonic()
-            if not measuring and t - t0 >= warmup:
-                measuring, t_meas, cpu0 = True, t, time.process_time()
+            if t < lo:
                 continue
-            if measuring:
+            if cpu0 is None:
+                cpu0, c_meas = time.process_time(), t
+            made += in_window(stamps, lo, hi)
+            inside = [x for x in stamps if lo <= x < hi]
+            steps += [(b - a_) * 1e3 for a_, b in zip(inside, inside[1:])]
+            if t < hi:
                 lat.append((t - c0) * 1e3)
-                steps += [x * 1e3 for x in gaps]
-                if t - t_meas >= secs:
-                    break
-        took = t - t_meas
+            else:
+                break
         cpu = time.process_time() - cpu0
-        tokens = len(lat) * a.batch_size * a.new
-        return (f"workload=decode rate={tokens / took:.1f} kernels={len(lat)} secs={took:.3f} "
+        tokens = made * a.batch_size
+        return (f"workload=decode rate={tokens / secs:.1f} kernels={len(lat)} secs={secs:.3f} "
                 f"calls={len(lat)} p50_ms={percentile(lat, 0.5):.3f} "
                 f"p99_ms={percentile(lat, 0.99):.3f} "
-                f"step_p99_ms={percentile(steps, 0.99):.3f} cpu_pct={100 * cpu / took:.1f} "
-                f"from={t_meas:.6f} to={t:.6f}"
+                f"step_p99_ms={percentile(steps, 0.99):.3f} "
+                f"cpu_pct={100 * cpu / max(t - c_meas, 1e-9):.1f} "
+                f"from={lo:.6f} to={hi:.6f}"
                 + limiter_note())
 
     call()  # first call: allocations, kernels chosen

@@ -20,6 +20,7 @@ BENCH = os.path.join(HERE, "..", "..", "bench", "limiter")
 sys.path.insert(0, BENCH)
 import fair_report  # noqa: E402
 import init_pairs  # noqa: E402
+import timing  # noqa: E402
 
 FAILS = []
 
@@ -298,6 +299,17 @@ def test_init_pairs():
     # An unfinished pair (no cushare run) is left out, not half counted.
     check(len(init_pairs.pair_ratios(text[:14])) == 2, "init_pairs: an unfinished pair is left out")
     check(init_pairs.pair_ratios(text[:4]) == [], "init_pairs: the first pair alone gives nothing")
+
+
+def test_in_window():
+    """A decode tenant counts the steps that ended in its window: a call
+    that straddles an edge gives only its steps inside, so the window is
+    exactly as long as the others' (bench/limiter/decode.py)."""
+    calls = [[0.70, 0.80, 0.90], [1.00, 1.10, 1.20], [1.90, 2.00, 2.10]]
+    made = sum(timing.in_window(c, 1.0, 2.0) for c in calls)
+    check(made == 4, f"in_window: steps at 1.0, 1.1, 1.2 and 1.9 of [1, 2), got {made}")
+    check(timing.in_window([2.0], 1.0, 2.0) == 0, "in_window: the window's end is outside it")
+    check(timing.in_window([], 1.0, 2.0) == 0, "in_window: no steps, none counted")
 
 
 def test_fair_end_to_end():
