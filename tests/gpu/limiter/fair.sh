@@ -93,7 +93,11 @@ BUDGET=${BUDGET:-$DEF_BUDGET}
 mkdir -p "$OUT"
 T0=$(date +%s)
 
-for f in "$BUILD/cushare" "$BUILD/limiter_workload"; do
+# The start-up check of PART=2 runs `cushare bench init`, which needs the
+# harness beside cushare: missing, it would end the run with no verdict.
+NEED=("$BUILD/cushare" "$BUILD/limiter_workload")
+[ "$PART" != 1 ] && [ "${OVERHEAD:-1}" != 0 ] && NEED+=("$BUILD/cushare-bench")
+for f in "${NEED[@]}"; do
     [ -x "$f" ] || { echo "FAIL: $f missing: run make first" | tee "$OUT/summary.txt"; exit 1; }
 done
 
@@ -149,6 +153,10 @@ each() {
 each --mix "$MIXES"
 each --split "${SPLIT:-}"
 each --sweep "$SWEEP"
+if [ ${#A[@]} -eq 0 ] && { [ "$PART" = 1 ] || [ "${OVERHEAD:-1}" = 0 ]; }; then
+    echo "fair.sh: nothing to measure: MIXES and SWEEP are empty${PART:+ for PART=$PART}; name a mix or a sweep" >&2
+    exit 2
+fi
 
 # NODE_TRACE=1: the node view (every tenant's share decision) every 0.5 s.
 if [ "${NODE_TRACE:-0}" = 1 ]; then
