@@ -121,11 +121,11 @@ def measure(step, batch, sync, warmup, secs):
 
 
 def in_window(stamps, lo, hi):
-    """How many of the times `stamps` fall in [lo, hi): a workload whose
-    unit of work (a decode call) is long beside the window counts its
-    steps by when each ended, so that its window is [lo, hi) exactly, as
-    the other tenants' are, rather than whole calls past either edge."""
-    return sum(1 for t in stamps if lo <= t < hi)
+    """The times of `stamps` that fall in [lo, hi): a workload whose unit
+    of work (a decode call) is long beside the window counts its steps by
+    when each ended, so that its window is [lo, hi) exactly, as the other
+    tenants' are, rather than whole calls past either edge."""
+    return [t for t in stamps if lo <= t < hi]
 
 
 _noted = [0, 0, 0, 0]   # the counters limiter_note last reported
