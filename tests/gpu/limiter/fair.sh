@@ -93,10 +93,13 @@ BUDGET=${BUDGET:-$DEF_BUDGET}
 mkdir -p "$OUT"
 T0=$(date +%s)
 
-# The start-up check of PART=2 runs `cushare bench init`, which needs the
-# harness beside cushare: missing, it would end the run with no verdict.
+# The no-regression checks (PART=2 and the whole set, unless OVERHEAD=0).
+# Their start-up check runs `cushare bench init`, which needs the harness
+# beside cushare: missing, it would end the run with no verdict.
+OVERHEAD_RUNS=0
+[ "$PART" != 1 ] && [ "${OVERHEAD:-1}" != 0 ] && OVERHEAD_RUNS=1
 NEED=("$BUILD/cushare" "$BUILD/limiter_workload")
-[ "$PART" != 1 ] && [ "${OVERHEAD:-1}" != 0 ] && NEED+=("$BUILD/cushare-bench")
+[ $OVERHEAD_RUNS = 1 ] && NEED+=("$BUILD/cushare-bench")
 for f in "${NEED[@]}"; do
     [ -x "$f" ] || { echo "FAIL: $f missing: run make first" | tee "$OUT/summary.txt"; exit 1; }
 done
@@ -153,7 +156,7 @@ each() {
 each --mix "$MIXES"
 each --split "${SPLIT:-}"
 each --sweep "$SWEEP"
-if [ ${#A[@]} -eq 0 ] && { [ "$PART" = 1 ] || [ "${OVERHEAD:-1}" = 0 ]; }; then
+if [ ${#A[@]} -eq 0 ] && [ $OVERHEAD_RUNS = 0 ]; then
     echo "fair.sh: nothing to measure: MIXES and SWEEP are empty${PART:+ for PART=$PART}; name a mix or a sweep" >&2
     exit 2
 fi
@@ -228,7 +231,7 @@ overhead() {
     return $orc
 }
 orc=0
-if [ "$PART" != 1 ] && [ "${OVERHEAD:-1}" != 0 ]; then
+if [ $OVERHEAD_RUNS = 1 ]; then
     overhead > "$OUT/overhead.txt" 2>&1
     orc=$?
     [ $rc -eq 0 ] && [ $orc -ne 0 ] && rc=1
