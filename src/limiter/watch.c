@@ -709,11 +709,18 @@ static bool rested(int d)
            ring_delta(W.own, d, CS_WATCH_FILL_RECENT) == 0;
 }
 
+/* Under half of the last second seen yet: whether we fill the GPU is
+ * unknown. */
+static bool fill_unknown(void)
+{
+    return ring_span(CS_WATCH_WINDOW) < CS_WATCH_WINDOW / 2;
+}
+
 static bool filling(int d)
 {
-    /* Until half a second is seen, unknown: taken as filling, so a tenant
-     * that just started claims no short queues of the others. */
-    if (ring_span(CS_WATCH_WINDOW) < CS_WATCH_WINDOW / 2)
+    /* Unknown is taken as filling, so a tenant that just started claims
+     * no short queues of the others. */
+    if (fill_unknown())
         return true;
     int64_t span = (int64_t)ring_span(CS_WATCH_WINDOW) * CS_LIM_TICK_NS;
     int64_t unheld = unheld_ns(d);
@@ -737,7 +744,7 @@ static int of_unheld(int d, const uint64_t a[][CS_MAX_DEVICES])
  * second. */
 static const char *fill_evidence(int d, char *buf, size_t n)
 {
-    if (ring_span(CS_WATCH_WINDOW) < CS_WATCH_WINDOW / 2)
+    if (fill_unknown())
         snprintf(buf, n, "under half a second seen");
     else if (rested(d))
         snprintf(buf, n, "rested within the last second");
